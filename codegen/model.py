@@ -1,0 +1,151 @@
+"""The data model of the FPGA dispatch table and the kernel library.
+
+Everything here is a frozen dataclass: parsed once, validated at the edge (table.py, library.py),
+then handed to the pure generators.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class TableError(Exception):
+    """A mistake in a table or template file, reported as `file:line: message`."""
+
+    def __init__(self, loc: Location | None, message: str):
+        self.loc = loc
+        self.message = message
+        super().__init__(f"{loc}: {message}" if loc else message)
+
+
+@dataclass(frozen=True)
+class DType:
+    """A tensor dtype the kernel library knows: its torch name, ATen ScalarType and HLS C type."""
+
+    name: str  # torch name: "float32"
+    scalar_type: str  # c10::ScalarType enumerator: "Float"
+    ctype: str  # C type in HLS kernels: "float"
+    bits: int
+
+    @property
+    def lanes(self) -> int:
+        """Elements per 512-bit word (XCL_OPT 4 ports)."""
+        return 512 // self.bits
+
+
+# Order matters only for determinism of generated output.
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("float32", "Float", "float", 32),
+        DType("float64", "Double", "double", 64),
+        DType("float16", "Half", "half", 16),
+        DType("complex64", "ComplexFloat", "std::complex<float>", 64),
+        DType("int32", "Int", "int32_t", 32),
+        DType("int64", "Long", "int64_t", 64),
+        DType("bool", "Bool", "bool", 8),
+    )
+}
+
+LEVELS = (1, 2, 3, 4)
+LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """One op of a template category, from kernels/hls/<category>/ops.yaml."""
+
+    category: str
+    name: str
+    expr: str  # C++ expression over the category's operands (a, b, ...) and scalars
+    scalars: tuple[Scalar, ...]
+    dtypes: tuple[str, ...]  # dtypes the expression is written for
+    loc: Location
+
+    @property
+    def id(self) -> str:
+        return f"{self.category}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Category:
+    """A template folder: kernels/hls/<name>/ with opt<N>.cpp.j2 per level and ops.yaml."""
+
+    name: str
+    inputs: tuple[str, ...]  # pointer arguments read by the kernel
+    outputs: tuple[str, ...]  # pointer arguments written
+    ops: dict[str, KernelOp] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of native_functions_fpga.yaml: an ATen overload and the kernel that runs it."""
+
+    func: str  # ATen overload name: "add.out"
+    kernel: str  # "category/name"
+    dtypes: tuple[str, ...]
+    stub: str | None  # DispatchStub override; default "<op>_stub"
+    loc: Location
+
+    @property
+    def category(self) -> str:
+        return self.kernel.split("/", 1)[0]
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.split("/", 1)[1]
+
+
+@dataclass(frozen=True)
+class Table:
+    path: str
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One HLS top function: a kernel op instantiated for one dtype. Its name is the same at every
+    level (each level is its own image), so the host finds `v_add_float32` in any image."""
+
+    op: KernelOp
+    dtype: DType
+
+    @property
+    def name(self) -> str:
+        return f"v_{self.op.name}_{self.dtype.name}"
+
+    def source(self, level: int) -> str:
+        """Path of the generated HLS source, relative to the generation root."""
+        return f"hls/{self.op.category}/{self.name}_opt{level}.cpp"
+
+
+@dataclass(frozen=True)
+class ResolvedEntry:
+    """A validated table entry joined with what PyTorch's table says about its op."""
+
+    entry: Entry
+    op: KernelOp
+    kernels: tuple[Kernel, ...]
+    # What ATen provides for this overload (from torchgen):
+    schema: str  # the full schema, e.g. "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"
+    structured_class: str  # "structured_ufunc_add_CPU": the CPU impl class whose meta and impl we reuse
+    native_header: str  # "ATen/ops/add_native.h"
+    stub: str  # "add_stub"
+    stub_header: str  # "ATen/native/BinaryOps.h"
+    function: Any = field(compare=False, hash=False, repr=False)  # torchgen NativeFunction

@@ -1,0 +1,51 @@
+"""YAML with line numbers: every mapping key keeps where it was written, and duplicate keys are
+errors (plain yaml.safe_load silently keeps the last one)."""
+from __future__ import annotations
+
+import yaml
+
+from .model import Location, TableError
+
+
+class Node:
+    """A parsed YAML value with its location."""
+
+    __slots__ = ("value", "loc")
+
+    def __init__(self, value, loc: Location):
+        self.value = value
+        self.loc = loc
+
+
+def _convert(node: yaml.Node, path: str) -> Node:
+    loc = Location(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, tuple[Location, Node]] = {}
+        for k, v in node.value:
+            key = _convert(k, path)
+            if not isinstance(key.value, str):
+                raise TableError(key.loc, f"keys must be strings, got {key.value!r}")
+            if key.value in out:
+                first = out[key.value][0]
+                raise TableError(key.loc, f"duplicate entry '{key.value}' (first at line {first.line}); "
+                                          "keep one entry per key")
+            out[key.value] = (key.loc, _convert(v, path))
+        return Node(out, loc)
+    if isinstance(node, yaml.SequenceNode):
+        return Node([_convert(v, path) for v in node.value], loc)
+    return Node(yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value, loc)
+
+
+def load(path: str) -> Node:
+    """Parse a YAML file; malformed YAML becomes a TableError at the offending line."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else 1
+        raise TableError(Location(path, line), f"malformed YAML: {e.problem or e}") from None
+    if root is None:
+        return Node({}, Location(path, 1))
+    return _convert(root, path)

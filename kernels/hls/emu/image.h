@@ -1,0 +1,103 @@
+// The emulated device image's ABI, shared by the image (.so built from the generated HLS sources)
+// and the host's EmuDevice. Each kernel is registered with its argument list, deduced from the
+// top function's C++ signature, and a thunk that calls it from 64-bit argument slots -- the same
+// shape as XRT's run.set_arg(i, value), so the host drives both devices alike.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+extern "C" {
+// One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4).
+// A scalar is an s_axilite register; `type` says how the host encodes it in the slot.
+struct afpga_emu_arg {
+  int is_pointer;
+  int bytes;
+  char type;  // 'f' float, 'i' signed, 'u' unsigned, 'c' complex, 'b' bool; 'p' for pointers
+};
+
+struct afpga_emu_kernel {
+  const char* name;
+  const char* arg_names;  // comma separated, in order
+  int nargs;
+  afpga_emu_arg args[16];
+  void (*invoke)(const uint64_t* slots);
+};
+
+// Exported by every image: the kernels it holds and the compute units of each.
+const afpga_emu_kernel* afpga_emu_kernels(int* count);
+int afpga_emu_cus();
+int afpga_emu_level();
+}
+
+namespace afpga_emu {
+
+template <typename A>
+A from_slot(uint64_t slot) {
+  if constexpr (std::is_pointer_v<A>) {
+    return reinterpret_cast<A>(static_cast<uintptr_t>(slot));
+  } else {
+    static_assert(sizeof(A) <= sizeof(uint64_t), "scalar wider than an argument slot");
+    A v;
+    std::memcpy(&v, &slot, sizeof(A));  // the host stores the value's bytes, low bytes first
+    return v;
+  }
+}
+
+template <typename A>
+afpga_emu_arg describe() {
+  if constexpr (std::is_pointer_v<A>) {
+    return {1, static_cast<int>(sizeof(std::remove_pointer_t<A>)), 'p'};
+  } else if constexpr (std::is_same_v<A, bool>) {
+    return {0, 1, 'b'};
+  } else if constexpr (std::is_floating_point_v<A>) {
+    return {0, static_cast<int>(sizeof(A)), 'f'};
+  } else if constexpr (std::is_integral_v<A>) {
+    return {0, static_cast<int>(sizeof(A)), std::is_signed_v<A> ? 'i' : 'u'};
+  } else {
+    return {0, static_cast<int>(sizeof(A)), 'c'};  // std::complex<float>
+  }
+}
+
+inline std::vector<afpga_emu_kernel>& registry() {
+  static std::vector<afpga_emu_kernel> kernels;
+  return kernels;
+}
+
+template <typename F>
+struct Signature;
+
+template <typename... A>
+struct Signature<void (*)(A...)> {
+  static_assert(sizeof...(A) <= 16, "too many kernel arguments");
+  template <auto Fn, std::size_t... I>
+  static void call(const uint64_t* s, std::index_sequence<I...>) {
+    Fn(from_slot<A>(s[I])...);
+  }
+  template <auto Fn>
+  static void invoke(const uint64_t* s) {
+    call<Fn>(s, std::index_sequence_for<A...>{});
+  }
+  template <auto Fn>
+  static afpga_emu_kernel entry(const char* name, const char* arg_names) {
+    afpga_emu_kernel k{name, arg_names, static_cast<int>(sizeof...(A)), {}, &invoke<Fn>};
+    int i = 0;
+    ((k.args[i++] = describe<A>()), ...);
+    return k;
+  }
+};
+
+template <auto Fn>
+struct Register {
+  Register(const char* name, const char* arg_names) {
+    registry().push_back(Signature<decltype(Fn)>::template entry<Fn>(name, arg_names));
+  }
+};
+
+}  // namespace afpga_emu
+
+#define AFPGA_EMU_KERNEL(fn, arg_names) static ::afpga_emu::Register<&fn> fn##_registered(#fn, arg_names);

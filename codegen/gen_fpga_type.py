@@ -78,7 +78,7 @@ struct structured_{ident}_fpga final : public {cls} {{
 {copies}
   }} catch (const aten_fpga::KernelUnavailable&) {{
     // No kernel for these dtypes in the loaded image: the op runs on the CPU, counted.
-    return aten_fpga::cpu_fallback_call<ATEN_OP({ident})>({", ".join(names)});
+    return aten_fpga::cpu_fallback_call<at::_ops::{ident}>({", ".join(names)});
   }}
   stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
   return {ret};
@@ -91,7 +91,8 @@ def _unit(index: int, entries: tuple[ResolvedEntry, ...], stub_owner: dict[str, 
                       | {f"ATen/ops/{r.function.root_name}_ops.h" for r in entries}
                       | {stub_owner[s].stub_header for s in stub_owner if stub_owner[s] in entries})
     parts = [BANNER, '#include "FPGAType.h"', "", "#include <ATen/native/DispatchStub.h>",
-             *(f"#include <{h}>" for h in includes), '#include "fpga_kernel.h"', '#include "structured.h"', "",
+             *(f"#include <{h}>" for h in includes), '#include "fallback.h"', '#include "fpga_kernel.h"', '#include "stats.h"',
+             '#include "structured.h"', "",
              "namespace aten_fpga::gen {"]
     parts += [_wrapper(r) for r in entries]
     parts.append("}  // namespace aten_fpga::gen\n")
@@ -102,7 +103,7 @@ def _unit(index: int, entries: tuple[ResolvedEntry, ...], stub_owner: dict[str, 
             name = stub_owner[s].op.name
             parts.append(f'static const aten_fpga::KernelRef fpga_{s}_kernel{{"{name}"}};')
             parts.append(f"REGISTER_PRIVATEUSE1_DISPATCH({s}, "
-                         f"&aten_fpga::StubKernel<{s}::FnPtr>::run<&fpga_{s}_kernel>)")
+                         f"&aten_fpga::StubKernel<decltype({s})::FnPtr>::run<&fpga_{s}_kernel>)")
         parts.append("}  // namespace at::native\n")
     parts.append("TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {")
     parts += [f'  m.impl("{r.entry.func}", TORCH_FN(aten_fpga::gen::{_ident(r)}));' for r in entries]

@@ -8,7 +8,7 @@ import os
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
 from .gen_hls import arg_names, generate_hls, kernels_of, template_env
-from .model import LEVELS, ResolvedEntry
+from .model import LEVELS, ResolvedEntry, TableError
 from .native import dispatch_stubs, load_native, torch_include_dir
 from .table import load_table, resolve
 
@@ -56,6 +56,32 @@ def write_if_changed(path: str, text: str) -> bool:
         f.write(text)
     os.replace(tmp, path)
     return True
+
+
+def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """The files `run` writes, without loading PyTorch's table: SCons declares them as targets.
+    {"fpga_type": [...], "hls": [...], "emu": {level: [...]}}, paths relative to the output dir."""
+    from .gen_fpga_type import unit_count
+    from .model import DTYPES, Kernel
+
+    library = kernel_library.load_library(HLS_ROOT)
+    table = load_table(table_path)
+    seen: dict[str, Kernel] = {}
+    for e in table.entries:
+        cat = library.get(e.category)
+        op = cat.ops.get(e.kernel_name) if cat else None
+        if op is None:
+            raise TableError(e.loc, f"unknown kernel '{e.kernel}' (kernels/hls/{e.category}/ops.yaml)")
+        if not kernels or e.category in kernels or op.name in kernels:
+            for d in e.dtypes:
+                seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
+    ks = list(seen.values())
+    return {
+        "fpga_type": ["FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(unit_count(len(table.entries))))],
+        "manifest": ["kernels.json"],
+        "hls": {l: [k.source(l) for k in ks] for l in levels},
+        "emu": {l: sorted({f"emu/opt{l}/{k.op.category}.cpp" for k in ks}) for l in levels},
+    }
 
 
 def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = ()):

@@ -1,0 +1,73 @@
+// Copies across and within the device, honouring each allocation's coherence state. CPU <-> fpga
+// goes through the host shadow (the device side is synced lazily, when a kernel needs it);
+// fpga -> fpga on one device runs on the device copies (the emulator's data mover), so chains of
+// FPGA work never bounce through the host.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <torch/library.h>
+
+#include "tensor_views.h"
+
+namespace aten_fpga {
+namespace {
+
+// Bytes [offset, offset + extent) of the allocation that a view may touch.
+std::pair<size_t, size_t> byte_span(const at::Tensor& t) {
+  const size_t offset = t.storage_offset() * t.element_size();
+  return {offset, at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size())};
+}
+
+void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) {
+  Allocation* d = allocation_of(dst);
+  auto [off, n] = byte_span(dst);
+  prepare_host_write(d, off, n);
+  host_alias(dst).copy_(cpu_src);
+  mark_host_written(d);
+}
+
+}  // namespace
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (dst.numel() == 0) return dst;
+  const bool src_fpga = self.is_privateuseone();
+  const bool dst_fpga = dst.is_privateuseone();
+  if (src_fpga && !dst_fpga) {
+    sync_to_host(allocation_of(self));
+    dst.copy_(host_alias(self));
+  } else if (!src_fpga && dst_fpga) {
+    copy_into_fpga_from_host(dst, self);
+  } else {
+    TORCH_CHECK(src_fpga && dst_fpga, "_copy_from: neither tensor is on fpga");
+    Allocation* s = allocation_of(self);
+    Allocation* d = allocation_of(dst);
+    if (s && d && s->device == d->device && s->device->device_address(*s->buffer)) {
+      sync_to_device(s);
+      auto [off, n] = byte_span(dst);
+      prepare_device_write(d, off, n);
+      device_alias(dst).copy_(device_alias(self));
+      mark_device_written(d);
+    } else {  // across devices, or a device whose memory only its kernels reach
+      sync_to_host(s);
+      copy_into_fpga_from_host(dst, host_alias(self));
+    }
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  sync_to_host(allocation_of(self));
+  return at::_local_scalar_dense(host_alias(self));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace aten_fpga

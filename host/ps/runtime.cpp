@@ -1,0 +1,71 @@
+#include "runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "emu_device.h"
+
+namespace aten_fpga {
+namespace {
+
+size_t env_size(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  TORCH_CHECK(end && *end == '\0' && n > 0, name, "='", v, "' is not a positive integer");
+  return static_cast<size_t>(n);
+}
+
+struct Devices {
+  std::once_flag once;
+  std::vector<std::unique_ptr<Device>> list;
+  void init() {
+    std::call_once(once, [this] {
+      const size_t n = env_size("ATEN_FPGA_EMU_DEVICES", 1);
+      TORCH_CHECK(n <= 64, "ATEN_FPGA_EMU_DEVICES=", n, ": at most 64 devices");
+      // Emulated device memory per device (bytes); 8 GiB by default, like a small Alveo card's DDR.
+      const size_t capacity = env_size("ATEN_FPGA_EMU_MEMORY", size_t(8) << 30);
+      for (size_t i = 0; i < n; ++i) list.push_back(std::make_unique<EmuDevice>(static_cast<int>(i), capacity));
+    });
+  }
+};
+
+Devices& devices() {
+  static Devices* d = new Devices();  // never destroyed: tensors may outlive static destruction
+  d->init();
+  return *d;
+}
+
+thread_local c10::DeviceIndex current = 0;
+
+}  // namespace
+
+int device_count() { return static_cast<int>(devices().list.size()); }
+
+void check_device_index(int index) {
+  TORCH_CHECK(index >= 0 && index < device_count(), "invalid fpga device index ", index, ": there are ",
+              device_count(), " fpga devices (set ATEN_FPGA_EMU_DEVICES for more emulated ones)");
+}
+
+Device& device(int index) {
+  check_device_index(index);
+  return *devices().list[index];
+}
+
+void load_image(const std::string& path) {
+  for (auto& d : devices().list) d->load_image(path);
+}
+
+c10::DeviceIndex current_device() { return current; }
+
+void set_current_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  current = index;
+}
+
+}  // namespace aten_fpga

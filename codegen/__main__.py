@@ -18,7 +18,21 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", default=os.path.join(ROOT, "build", "gen"))
     g.add_argument("--levels", default=",".join(map(str, LEVELS)), help="XCL_OPT levels, e.g. 2,4")
     g.add_argument("--kernels", default="", help="only these categories or ops (e.g. binary,mul)")
+    c = sub.add_parser(
+        "check", help="report what another PyTorch version changes for the table (exit 0 valid, 1 broken, 2 bad input)",
+        description="Compare the table's ops between two versions of PyTorch's native_functions.yaml: "
+                    "removed/renamed ops, schema and dispatch changes, validity with the target, and new "
+                    "ops in the families the table covers. See docs/upgrading.md.")
+    c.add_argument("--table", default=os.path.join(ROOT, "native_functions_fpga.yaml"))
+    c.add_argument("--native-functions", dest="target", metavar="PATH", default=None,
+                   help="the target version's native_functions.yaml (or its folder); default: the installed torch's")
+    c.add_argument("--baseline", metavar="PATH", default=None,
+                   help="the version the table was written for; default: the installed torch's")
+    c.add_argument("--json", action="store_true", help="print the report as JSON, for tools")
     args = p.parse_args(argv)
+
+    if args.command == "check":
+        return _check(args)
 
     from . import generate  # imports torchgen: kept out of `--help`
 
@@ -33,6 +47,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 2
+
+
+def _check(args) -> int:
+    import json
+
+    from . import check
+
+    try:
+        report = check.check(args.table, args.target, args.baseline)
+    except TableError as e:
+        if args.json:
+            print(json.dumps({"error": str(e), "exit_status": check.EXIT_BAD_INPUT}))
+        print(f"error: {e}", file=sys.stderr)
+        return check.EXIT_BAD_INPUT
+    sys.stdout.write(check.to_json(report) if args.json else check.format_text(report))
+    return report.exit_status
 
 
 if __name__ == "__main__":

@@ -1,92 +1,244 @@
 """native_functions_fpga.yaml: parse (syntax, at the edge) and resolve against PyTorch's table and
-the kernel library (meaning). Every mistake is a TableError naming file:line and the fix."""
+the kernel library (meaning). Every mistake is a TableError naming file:line and the fix.
+
+The rules about an entry's ATen op are written once, over `OpTable` facts, so that `generate`
+(torchgen's parse of the installed torch) and `check` (any version's file) say the same thing.
+"""
 from __future__ import annotations
 
 import difflib
+import re
 
 from . import yamlsrc
-from .model import DTYPES, Category, Entry, Kernel, ResolvedEntry, Table, TableError
-from .native import NativeTable
+from .model import DTYPES, Category, Entry, Kernel, KernelOp, ResolvedEntry, Table, TableError
+from .native import NativeTable, OpInfo, OpTable
 
-_KEYS = {"kernel", "dtypes", "stub"}
+KEYS = ("kernel", "dtypes", "stub")  # `stub` is optional
+REQUIRED = ("kernel", "dtypes")
+EXAMPLE = "add.out: {kernel: binary/add, dtypes: [float32]}"
+
+_OVERLOAD = re.compile(r"[A-Za-z_]\w*(\.\w+)?")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _closest(word: str, choices, n: int = 3) -> list[str]:
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+# --- Syntax: the file itself -------------------------------------------------------------------
+
+def _func_name(func: str, loc) -> str:
+    if _OVERLOAD.fullmatch(func):
+        return func
+    if "(" in func and _OVERLOAD.fullmatch(func.split("(", 1)[0].strip()):
+        name = func.split("(", 1)[0].strip()
+        raise TableError(loc, f"'{func}' is a schema; the key is the overload name only: '{name}'")
+    raise TableError(loc, f"'{func}' is not an ATen overload name; write 'name.overload' as in "
+                          "native_functions.yaml, e.g. 'add.out'")
+
+
+def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
+    if not isinstance(spec.value, dict):
+        raise TableError(loc, f"'{func}' must map to a mapping with 'kernel' and 'dtypes', got "
+                              f"{_describe(spec.value)}; e.g. {EXAMPLE}")
+    for key, (kloc, _) in spec.value.items():
+        if key not in KEYS:
+            close = _closest(key, KEYS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise TableError(kloc, f"unknown key '{key}' in '{func}'{hint}; allowed keys: {', '.join(KEYS)}")
+    fields = {k: v for k, (_, v) in spec.value.items()}
+    for key in REQUIRED:
+        if key not in fields:
+            raise TableError(loc, f"'{func}' lacks '{key}'; every entry needs {' and '.join(REQUIRED)}, "
+                                  f"e.g. {EXAMPLE}")
+
+    kernel = fields["kernel"]
+    parts = kernel.value.split("/") if isinstance(kernel.value, str) else []
+    if len(parts) != 2 or not all(_IDENT.fullmatch(p) for p in parts):
+        raise TableError(kernel.loc, f"kernel of '{func}' must be 'category/name', a template under "
+                                     f"kernels/hls/<category>/ (e.g. binary/add), got {_describe(kernel.value)}")
+
+    dtypes = fields["dtypes"]
+    if isinstance(dtypes.value, str):
+        raise TableError(dtypes.loc, f"dtypes of '{func}' must be a list: write [{dtypes.value}]")
+    if not isinstance(dtypes.value, list) or not dtypes.value:
+        raise TableError(dtypes.loc, f"dtypes of '{func}' must be a non-empty list, e.g. [float32, complex64], "
+                                     f"got {_describe(dtypes.value)}")
+    names: list[str] = []
+    for d in dtypes.value:
+        if not isinstance(d.value, str):
+            raise TableError(d.loc, f"dtypes of '{func}' must be dtype names, got {_describe(d.value)}; "
+                                    f"known: {', '.join(DTYPES)}")
+        if d.value not in DTYPES:
+            close = _closest(d.value, DTYPES, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise TableError(d.loc, f"unknown dtype '{d.value}' in '{func}'{hint}; known: {', '.join(DTYPES)}")
+        if d.value in names:
+            raise TableError(d.loc, f"dtype '{d.value}' is listed twice in '{func}'; list it once")
+        names.append(d.value)
+
+    stub = fields.get("stub")
+    if stub is not None and stub.value is not None and (
+            not isinstance(stub.value, str) or not _IDENT.fullmatch(stub.value)):
+        raise TableError(stub.loc, f"stub of '{func}' must be the C++ name of a DispatchStub (e.g. add_stub), "
+                                   f"got {_describe(stub.value)}; omit it to use '<op>_stub'")
+    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc)
 
 
 def load_table(path: str) -> Table:
+    """Parse the table; the first mistake raises a TableError (file:line: what and how to fix)."""
     doc = yamlsrc.load(path)
+    if isinstance(doc.value, list):
+        raise TableError(doc.loc, "the table is a mapping, not a list: write one "
+                                  f"'overload: {{kernel: ..., dtypes: [...]}}' per line, e.g. {EXAMPLE}")
     if not isinstance(doc.value, dict):
-        raise TableError(doc.loc, "the table must be a mapping of ATen overloads to entries, "
-                                  "e.g. 'add.out: {kernel: binary/add, dtypes: [float32]}'")
-    entries = []
-    for func, (loc, spec) in doc.value.items():
-        if not isinstance(spec.value, dict):
-            raise TableError(loc, f"'{func}' needs a mapping with 'kernel' and 'dtypes'")
-        fields = {k: v for k, (_, v) in spec.value.items()}
-        for key, (kloc, _) in spec.value.items():
-            if key not in _KEYS:
-                raise TableError(kloc, f"unknown key '{key}' in '{func}'; allowed: {', '.join(sorted(_KEYS))}")
-        for key in ("kernel", "dtypes"):
-            if key not in fields:
-                raise TableError(loc, f"'{func}' lacks '{key}'")
-        kernel = fields["kernel"]
-        if not isinstance(kernel.value, str) or kernel.value.count("/") != 1:
-            raise TableError(kernel.loc, f"kernel must be 'category/name' (e.g. binary/add), got {kernel.value!r}")
-        dtypes = fields["dtypes"]
-        if not isinstance(dtypes.value, list) or not dtypes.value:
-            raise TableError(dtypes.loc, "dtypes must be a non-empty list, e.g. [float32, complex64]")
-        names = []
-        for d in dtypes.value:
-            if d.value not in DTYPES:
-                close = difflib.get_close_matches(str(d.value), DTYPES, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise TableError(d.loc, f"unknown dtype '{d.value}'{hint}; known: {', '.join(DTYPES)}")
-            if d.value in names:
-                raise TableError(d.loc, f"dtype '{d.value}' is listed twice")
-            names.append(d.value)
-        stub = fields.get("stub")
-        entries.append(Entry(func, kernel.value, tuple(names), stub.value if stub else None, loc))
-    return Table(path, tuple(entries))
+        raise TableError(doc.loc, f"the table must be a mapping of ATen overloads to entries, got "
+                                  f"{_describe(doc.value)}; e.g. {EXAMPLE}")
+    entries = tuple(_entry(_func_name(func, loc), loc, spec) for func, (loc, spec) in doc.value.items())
+    return Table(path, entries)
 
 
-def resolve(table: Table, native: NativeTable, library: dict[str, Category], stubs: dict[str, str]) -> tuple[ResolvedEntry, ...]:
-    """Join each entry with PyTorch's op and our template; all errors name the entry's line."""
+# --- Meaning: the entry against one PyTorch version and the kernel library -----------------------
+
+def _where(ops: OpTable) -> str:
+    v = ops.version
+    return f"in {v}" if v == ops.path else f"in PyTorch {v}"
+
+
+def out_overloads(ops: OpTable, base: str) -> list[str]:
+    """The out= overloads of an operator, those the generator can register first."""
+    outs = [i for i in ops.ops.values() if i.schema.base == base and i.schema.is_out]
+    return [i.name for i in sorted(outs, key=lambda i: (not i.eligible, i.name))]
+
+
+def op_error(e: Entry, ops: OpTable) -> TableError | None:
+    """Whether the entry names an overload the generator can register, in that version."""
+    info = ops.get(e.func)
+    if info is None:
+        base = e.func.split(".", 1)[0]
+        close = [n for n in (f"{e.func}.out",) if n in ops] + _closest(e.func, ops.ops)
+        close += [n for n in out_overloads(ops, base) if n not in close]
+        hint = f"; closest: {', '.join(dict.fromkeys(close[:4]))}" if close else ""
+        return TableError(e.loc, f"unknown ATen op '{e.func}' {_where(ops)}{hint}")
+    if info.structured_delegate is not None:
+        return TableError(e.loc, f"'{e.func}' is a functional/in-place variant that delegates to "
+                                 f"'{info.structured_delegate}'; list '{info.structured_delegate}' instead "
+                                 "(the variants route to it by themselves)")
+    if not info.schema.is_out:
+        outs = out_overloads(ops, info.schema.base)
+        usable = [o for o in outs if ops.ops[o].eligible]
+        if usable:
+            return TableError(e.loc, f"'{e.func}' is a functional/in-place overload, but the table lists out= "
+                                     f"overloads: use {' or '.join(repr(o) for o in usable[:3])} instead")
+        if outs:
+            return TableError(e.loc, f"'{e.func}' is a functional/in-place overload, and its out= overload "
+                                     f"{' / '.join(repr(o) for o in outs[:3])} is not a structured op "
+                                     f"{_where(ops)}, so the generator cannot register it: hand-write its "
+                                     "kernel in host/ps or remove the entry")
+        return TableError(e.loc, f"'{e.func}' is not an out= overload and has none: the generator registers "
+                                 "only the out= overloads of structured ops; hand-write its kernel in host/ps "
+                                 "or remove the entry")
+    if not info.structured:
+        return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}: the generator reuses "
+                                 "ATen's structured meta and CPU impl, so this op needs a hand-written kernel "
+                                 "in host/ps; remove the entry")
+    if info.cpu_kernel is None:
+        return TableError(e.loc, f"'{e.func}' has no CPU kernel {_where(ops)} (the generator subclasses its "
+                                 "structured CPU impl); remove the entry")
+    if info.precomputed:
+        return TableError(e.loc, f"'{e.func}' uses precomputed meta arguments, which the generator does not "
+                                 "support; remove the entry or hand-write its kernel in host/ps")
+    return None
+
+
+def kernel_of(e: Entry, library: dict[str, Category]) -> tuple[KernelOp | None, list[TableError]]:
+    """The entry's kernel template and any mistakes in naming it or its dtypes."""
+    category = library.get(e.category)
+    if category is None:
+        close = _closest(e.category, library, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return None, [TableError(e.loc, f"unknown kernel category '{e.category}' in '{e.func}'{hint}; templates "
+                                        f"exist for: {', '.join(sorted(library))} (kernels/hls/<category>/)")]
+    op = category.ops.get(e.kernel_name)
+    if op is None:
+        close = _closest(e.kernel_name, category.ops)
+        hint = f" (closest: {', '.join(f'{e.category}/{c}' for c in close)})" if close else ""
+        return None, [TableError(e.loc, f"unknown kernel '{e.kernel}' in '{e.func}'{hint}: add "
+                                        f"'{e.kernel_name}' to kernels/hls/{e.category}/ops.yaml")]
+    bad = [d for d in e.dtypes if d not in op.dtypes]
+    if bad:
+        return op, [TableError(e.loc, f"unsupported dtype {', '.join(bad)} in '{e.func}': kernel '{e.kernel}' "
+                                      f"is written for {', '.join(op.dtypes)}; remove {', '.join(bad)} or "
+                                      f"add it to the op's dtypes in kernels/hls/{e.category}/ops.yaml")]
+    return op, []
+
+
+def stub_of(e: Entry, info: OpInfo) -> str:
+    return e.stub or f"{info.schema.base}_stub"
+
+
+def stub_error(e: Entry, info: OpInfo, stubs: dict[str, str], owner: dict[str, Entry]) -> TableError | None:
+    """Whether the entry's DispatchStub exists and runs only this entry's kernel. Updates `owner`."""
+    stub = stub_of(e, info)
+    if stub not in stubs:
+        bases = {s[: -len("_stub")] if s.endswith("_stub") else s: s for s in stubs}
+        close = [bases[b] for b in difflib.get_close_matches(stub.removesuffix("_stub"), list(bases), n=3, cutoff=0.8)]
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        how = "fix 'stub:'" if e.stub else "name the stub its CPU kernel calls with 'stub:'"
+        return TableError(e.loc, f"'{e.func}' has no DispatchStub '{stub}' in ATen's headers{hint}; {how}, "
+                                 "or hand-write the kernel")
+    other = owner.get(stub)
+    if other is not None and other.kernel != e.kernel:
+        return TableError(e.loc, f"'{e.func}' calls {stub}, which '{other.func}' (line {other.loc.line}) "
+                                 f"already binds to kernel {other.kernel}; one stub runs one kernel, so use "
+                                 f"kernel {other.kernel} here too or drop one entry")
+    owner.setdefault(stub, e)
+    return None
+
+
+def entry_errors(e: Entry, ops: OpTable, library: dict[str, Category], stubs: dict[str, str] | None,
+                 owner: dict[str, Entry]) -> list[TableError]:
+    """Every mistake of one entry against one PyTorch version; stubs are checked when known
+    (only the installed torch's headers declare them)."""
+    errors = [err for err in (op_error(e, ops),) if err is not None]
+    errors += kernel_of(e, library)[1]
+    if not errors and stubs is not None:
+        errors += [err for err in (stub_error(e, ops.ops[e.func], stubs, owner),) if err is not None]
+    return errors
+
+
+def validate(table: Table, ops: OpTable, library: dict[str, Category],
+             stubs: dict[str, str] | None) -> dict[str, tuple[TableError, ...]]:
+    """{overload: its mistakes} for every entry (empty tuple when it is fine)."""
+    owner: dict[str, Entry] = {}
+    return {e.func: tuple(entry_errors(e, ops, library, stubs, owner)) for e in table.entries}
+
+
+def resolve(table: Table, native: NativeTable, library: dict[str, Category],
+            stubs: dict[str, str]) -> tuple[ResolvedEntry, ...]:
+    """Join each entry with PyTorch's op and our template; the first mistake raises."""
     resolved = []
-    stub_owner: dict[str, Entry] = {}
+    owner: dict[str, Entry] = {}
+    ops = native.op_table
     for e in table.entries:
-        f = native.functions.get(e.func)
-        if f is None:
-            close = difflib.get_close_matches(e.func, native.functions, n=3)
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise TableError(e.loc, f"unknown ATen op '{e.func}' in {native.path}{hint}")
-        if f.structured_delegate is not None:
-            raise TableError(e.loc, f"'{e.func}' is a functional/in-place variant that delegates to "
-                                    f"'{f.structured_delegate}'; list '{f.structured_delegate}' instead")
-        cls = native.structured_class(f)
-        if cls is None or f.precomputed is not None:
-            raise TableError(e.loc, f"'{e.func}' is not a structured op with a CPU kernel; it needs a "
-                                    "hand-written kernel in host/ps (the generator supports structured ops)")
-        category = library.get(e.category)
-        if category is None:
-            raise TableError(e.loc, f"unknown kernel category '{e.category}'; templates exist for: "
-                                    f"{', '.join(sorted(library))} (kernels/hls/<category>/)")
-        op = category.ops.get(e.kernel_name)
-        if op is None:
-            close = difflib.get_close_matches(e.kernel_name, category.ops, n=3)
-            hint = f" (closest: {', '.join(close)})" if close else ""
-            raise TableError(e.loc, f"unknown kernel '{e.kernel}'{hint}: add it to kernels/hls/{e.category}/ops.yaml")
-        for d in e.dtypes:
-            if d not in op.dtypes:
-                raise TableError(e.loc, f"kernel '{e.kernel}' is not written for {d} "
-                                        f"(it supports {', '.join(op.dtypes)}); remove {d} or extend the template")
-        stub = e.stub or f"{f.func.name.name.base}_stub"
-        if stub not in stubs:
-            raise TableError(e.loc, f"'{e.func}' has no DispatchStub '{stub}' in ATen's headers; name the "
-                                    "stub its CPU kernel calls with 'stub:', or hand-write the kernel")
-        if stub in stub_owner and stub_owner[stub].kernel != e.kernel:
-            other = stub_owner[stub]
-            raise TableError(e.loc, f"'{e.func}' calls {stub}, which '{other.func}' (line {other.loc.line}) "
-                                    f"already binds to kernel {other.kernel}; one stub runs one kernel")
-        stub_owner[stub] = e
+        errors = entry_errors(e, ops, library, stubs, owner)
+        if errors:
+            raise errors[0]
+        f = native.functions[e.func]
+        op, _ = kernel_of(e, library)
+        stub = stub_of(e, ops.ops[e.func])
         kernels = tuple(Kernel(op, DTYPES[d]) for d in e.dtypes)
         resolved.append(ResolvedEntry(
-            e, op, kernels, str(f.func), cls, f"ATen/ops/{f.root_name}_native.h", stub, stubs[stub], f))
+            e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
+            stub, stubs[stub], f))
     return tuple(resolved)

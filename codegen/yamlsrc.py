@@ -17,29 +17,40 @@ class Node:
         self.loc = loc
 
 
-def _convert(node: yaml.Node, path: str) -> Node:
+def _convert(node: yaml.Node, path: str, depth: int = 0) -> Node:
     loc = Location(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, tuple[Location, Node]] = {}
         for k, v in node.value:
-            key = _convert(k, path)
+            key = _convert(k, path, depth + 1)
             if not isinstance(key.value, str):
-                raise TableError(key.loc, f"keys must be strings, got {key.value!r}")
+                raise TableError(key.loc, f"keys must be strings, got {key.value!r}; quote it")
             if key.value in out:
                 first = out[key.value][0]
-                raise TableError(key.loc, f"duplicate entry '{key.value}' (first at line {first.line}); "
-                                          "keep one entry per key")
-            out[key.value] = (key.loc, _convert(v, path))
+                what = "entry" if depth == 0 else "key"
+                raise TableError(key.loc, f"duplicate {what} '{key.value}' (first at line {first.line}); "
+                                          f"YAML would silently keep only the last one, so keep one {what}")
+            out[key.value] = (key.loc, _convert(v, path, depth + 1))
         return Node(out, loc)
     if isinstance(node, yaml.SequenceNode):
-        return Node([_convert(v, path) for v in node.value], loc)
-    return Node(yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value, loc)
+        return Node([_convert(v, path, depth + 1) for v in node.value], loc)
+    if node.tag == "tag:yaml.org,2002:str":
+        return Node(node.value, loc)
+    try:
+        return Node(yaml.SafeLoader("").construct_object(node, deep=True), loc)
+    except yaml.YAMLError as e:
+        raise TableError(loc, f"unreadable value {node.value!r}: {getattr(e, 'problem', None) or e}") from None
 
 
 def load(path: str) -> Node:
     """Parse a YAML file; malformed YAML becomes a TableError at the offending line."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise TableError(None, f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise TableError(Location(path, 1), f"not UTF-8 text: {e.reason}") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:

@@ -1,0 +1,120 @@
+"""How long the codegen takes: parsing PyTorch's native_functions.yaml and generating the full FPGA
+table (FPGAType*.cpp and every HLS kernel source at every level) into a temporary folder.
+
+    python bench/bench_codegen.py [--repeat N] [--json PATH]
+
+Prints one row per phase, measured in this process in pipeline order (so each phase is cold: the
+torchgen parse is cached after its first use), then the end-to-end time of a fresh
+`python -m codegen generate` process, the figure a build waits for. Writes the same numbers as JSON
+(default build/bench/codegen.json). The target is under 3 s end to end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET_SECONDS = 3.0
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def phases(table: str) -> tuple[list[tuple[str, float]], dict]:
+    """In-process timings, each phase cold, in the order `generate` runs them."""
+    rows: list[tuple[str, float]] = []
+
+    t, _ = _timed(lambda: __import__("codegen.generate"))
+    rows.append(("import codegen (+ torchgen, jinja2)", t))
+    from codegen import check, generate
+    from codegen.native import INSTALLED_NATIVE, dispatch_stubs, load_native, load_ops, torch_include_dir
+
+    t, native = _timed(load_native)
+    rows.append(("parse native_functions.yaml (torchgen)", t))
+    t, _ = _timed(lambda: dispatch_stubs(torch_include_dir()))
+    rows.append(("scan ATen headers for DispatchStubs", t))
+    with tempfile.TemporaryDirectory() as out:
+        t, (files, changed) = _timed(lambda: generate.run(table, out))
+        rows.append((f"generate: resolve + write {len(files)} files", t))
+        t, (_, unchanged) = _timed(lambda: generate.run(table, out))
+        rows.append((f"generate again ({len(unchanged)} files changed)", t))
+    t, _ = _timed(lambda: load_ops(INSTALLED_NATIVE))
+    rows.append(("check: read native_functions.yaml (any version)", t))
+    t, report = _timed(lambda: check.check(table))
+    rows.append(("check: compare and validate (tables loaded)", t))
+    info = {"native_functions": native.path, "operators": len(native.functions),
+            "entries": len(report.entries), "files": len(files)}
+    return rows, info
+
+
+def end_to_end(table: str, repeat: int) -> tuple[list[str], list[float]]:
+    """Wall time of fresh `python -m codegen generate` processes into empty folders."""
+    runs = []
+    command = [sys.executable, "-m", "codegen", "generate", "--table", table, "--out", "<tmp>"]
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as out:
+            argv = [out if a == "<tmp>" else a for a in command]
+            start = time.perf_counter()
+            subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            runs.append(time.perf_counter() - start)
+    return command, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--table", default=os.path.join(ROOT, "native_functions_fpga.yaml"))
+    p.add_argument("--repeat", type=int, default=3, help="end-to-end runs (the median is reported)")
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "codegen.json"), metavar="PATH")
+    args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+
+    rows, info = phases(args.table)
+    command, runs = end_to_end(args.table, max(1, args.repeat))
+    median = statistics.median(runs)
+
+    label = f"end to end: python -m codegen generate (median of {len(runs)})"
+    width = max(len(name) for name in [label, *(name for name, _ in rows)]) + 2
+    print(f"codegen benchmark: {info['entries']} table entries, {info['operators']} ATen overloads, "
+          f"{info['files']} generated files")
+    print(f"{'phase':<{width}}{'seconds':>9}")
+    for name, seconds in rows:
+        print(f"{name:<{width}}{seconds:>9.3f}")
+    print(f"{label:<{width}}{median:>9.3f}")
+    ok = median < TARGET_SECONDS
+    print(f"target: under {TARGET_SECONDS:.0f} s end to end -> {'met' if ok else 'MISSED'}")
+
+    from codegen.native import torch_version
+
+    doc = {
+        "benchmark": "codegen",
+        "torch": torch_version(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        **info,
+        "phases": [{"name": name, "seconds": round(seconds, 4)} for name, seconds in rows],
+        "end_to_end": {"command": " ".join(command), "runs": [round(r, 4) for r in runs],
+                       "median_seconds": round(median, 4)},
+        "target_seconds": TARGET_SECONDS,
+        "within_target": ok,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.json}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: install, build the emulated image at every XCL_OPT level and the host
+# extension, then run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/install.sh
+for level in 1 2 3 4; do
+  python3 -m SCons -Q opt=$level
+done
+python3 -m pytest -q "$@"

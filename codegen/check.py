@@ -235,8 +235,7 @@ def _likeness(old: OpInfo, new: OpInfo) -> float:
         score += 0.3
     elif o.base in n.base:
         score += 0.15
-    if o.name.partition(".")[2] == n.name.partition(".")[2] or o.is_out == n.is_out:
-        score += 0.1
+    score += 0.1 * (o.name.partition(".")[2] == n.name.partition(".")[2]) + 0.1 * (o.is_out == n.is_out)
     score += 0.3 * _jaccard({a.type for a in o.args}, {a.type for a in n.args})
     score += 0.3 * _jaccard({a.name for a in o.args}, {a.name for a in n.args})
     score += 0.3 * _jaccard({a.name for a in o.out}, {a.name for a in n.out})

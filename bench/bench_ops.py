@@ -1,0 +1,125 @@
+"""Pointwise and reduction ops on "fpga" (emulated) against torch on the CPU, per size and XCL_OPT
+level, in the same run.
+
+    python bench/bench_ops.py [--quick] [--levels 1,2,3,4] [--json PATH]
+
+Inputs are resident on the device (as in a chain of FPGA ops); each figure is the median wall time
+of one op call, output allocation included on both sides. The ratio is fpga time / CPU time (lower
+is better; the target at opt=4 with one CU per core is <= 1.25 for binary and unary ops at 2^24).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine, median_seconds, plot_path, print_table, write_json  # noqa: E402
+
+import aten_fpga  # noqa: E402
+
+QUICK_OPS = ("add", "mul", "exp", "sigmoid", "sum")
+
+
+def table_ops() -> dict[str, str]:
+    """ATen base name -> kernel category, for every float32 entry of the table."""
+    sys.path.insert(0, ROOT)
+    from codegen.table import load_table
+
+    ops = {}
+    for e in load_table(os.path.join(ROOT, "native_functions_fpga.yaml")).entries:
+        if "float32" in e.dtypes:
+            ops.setdefault(e.func.split(".")[0], e.category)
+    return ops
+
+
+def call(op: str, category: str, tensors: list[torch.Tensor]):
+    f = getattr(torch, op)
+    if category == "binary":
+        return lambda: f(tensors[0], tensors[1])
+    if category == "ternary":
+        return lambda: f(tensors[0], tensors[1], tensors[2]) if op != "where" else f(tensors[0] > 0, tensors[1], tensors[2])
+    return lambda: f(tensors[0])  # unary, reduce
+
+
+def run(quick: bool, levels: list[int]) -> dict:
+    ops = table_ops()
+    if quick:
+        ops = {k: v for k, v in ops.items() if k in QUICK_OPS}
+    sizes = [2 ** e for e in ((10, 16, 20) if quick else (10, 12, 14, 16, 18, 20, 22, 24))]
+    rows = []
+    torch.manual_seed(0)
+    for n in sizes:
+        cpu_in = [torch.rand(n) + 0.5 for _ in range(3)]  # positive: valid for log, sqrt, pow ...
+        fpga_in = [t.to("fpga") for t in cpu_in]
+        repeat = 5 if n >= 2 ** 20 else 20
+        for op, category in sorted(ops.items()):
+            if category == "reduce" and op in ("argmax", "argmin", "all", "any"):
+                pass
+            try:
+                cpu_t = median_seconds(call(op, category, cpu_in), repeat, min_time=0.05)
+            except (RuntimeError, TypeError):
+                continue  # needs other arguments than the category's default call
+            for level in levels:
+                aten_fpga.load(level)
+                fpga_t = median_seconds(call(op, category, fpga_in), repeat, min_time=0.05)
+                rows.append({"op": op, "category": category, "n": n, "level": level,
+                             "cpu_s": cpu_t, "fpga_s": fpga_t, "ratio": fpga_t / cpu_t})
+    aten_fpga.load(4)
+    return {"benchmark": "ops", "machine": machine(), "quick": quick, "rows": rows}
+
+
+def plot(doc: dict) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    rows = doc["rows"]
+    cats = sorted({r["category"] for r in rows})
+    fig, axes = plt.subplots(1, len(cats), figsize=(5 * len(cats), 4), squeeze=False)
+    for ax, cat in zip(axes[0], cats):
+        for level in sorted({r["level"] for r in rows}):
+            pts = {}
+            for r in rows:
+                if r["category"] == cat and r["level"] == level:
+                    pts.setdefault(r["n"], []).append(r["ratio"])
+            xs = sorted(pts)
+            ys = [sorted(pts[x])[len(pts[x]) // 2] for x in xs]  # median over the category's ops
+            ax.plot(xs, ys, marker="o", label=f"opt={level}")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(1.25, color="red", lw=0.8, ls="--", label="target 1.25")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{cat} ops (median over ops)")
+        ax.set_xlabel("elements (float32)")
+        ax.set_ylabel("fpga (emulated) time / CPU time")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = plot_path("ops.png")
+    fig.savefig(path, dpi=90)
+    print(f"wrote {path}")
+    return path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--levels", default="1,2,3,4")
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "ops.json"))
+    args = p.parse_args(argv)
+    doc = run(args.quick, [int(x) for x in args.levels.split(",")])
+    print_table(["op", "n", "opt", "cpu ms", "fpga ms", "fpga/cpu"],
+                [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"]] for r in doc["rows"]])
+    write_json(args.json, doc)
+    plot(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

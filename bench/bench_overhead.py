@@ -1,0 +1,101 @@
+"""Per-op dispatch overhead and one MLP training step, "fpga" (emulated) against torch on the CPU.
+
+    python bench/bench_overhead.py [--json PATH]
+
+Small ops (1 element) measure what the host adds per op: dispatch, meta, kernel lookup, launch.
+The target is under 3x torch's own per-op time on the CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine, median_seconds, plot_path, print_table, write_json  # noqa: E402
+
+import aten_fpga  # noqa: E402
+
+TARGET_RATIO = 3.0
+
+
+def small_ops() -> list[dict]:
+    rows = []
+    for name, make in [
+        ("x + y", lambda x, y: (lambda: x + y)),
+        ("x * y", lambda x, y: (lambda: x * y)),
+        ("x.add_(y)", lambda x, y: (lambda: x.add_(y))),
+        ("torch.add(x, y, out=z)", lambda x, y: (lambda z=torch.empty_like(x): torch.add(x, y, out=z))),
+        ("x + 1 (Python scalar)", lambda x, y: (lambda: x + 1)),
+    ]:
+        x, y = torch.ones(1), torch.ones(1)
+        cpu = median_seconds(make(x, y), 2000, warmup=100)
+        fx, fy = x.to("fpga"), y.to("fpga")
+        fpga = median_seconds(make(fx, fy), 2000, warmup=100)
+        rows.append({"op": name, "cpu_us": cpu * 1e6, "fpga_us": fpga * 1e6, "ratio": fpga / cpu})
+    return rows
+
+
+def mlp_step() -> dict:
+    def make(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(32, 64).to(device), torch.randn(32, 10).to(device)
+
+        def step():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    cpu = median_seconds(make("cpu"), 20, warmup=3)
+    aten_fpga.reset_stats()
+    fpga = median_seconds(make("fpga"), 20, warmup=3)
+    s = aten_fpga.stats()
+    return {"cpu_ms": cpu * 1e3, "fpga_ms": fpga * 1e3, "ratio": fpga / cpu,
+            "fpga_launches": sum(v["fpga"] for v in s.values()),
+            "cpu_fallbacks": sum(v["cpu_fallback"] for v in s.values())}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "overhead.json"))
+    args = p.parse_args(argv)
+    rows = small_ops()
+    print_table(["small op (1 element)", "cpu us", "fpga us", "fpga/cpu"],
+                [[r["op"], r["cpu_us"], r["fpga_us"], r["ratio"]] for r in rows])
+    worst = max(r["ratio"] for r in rows)
+    print(f"target: under {TARGET_RATIO:.0f}x -> {'met' if worst < TARGET_RATIO else 'MISSED'} (worst {worst:.2f}x)")
+    mlp = mlp_step()
+    print_table(["MLP training step (64-128-10, batch 32)", "cpu ms", "fpga ms", "fpga/cpu", "launches", "fallbacks"],
+                [["one step", mlp["cpu_ms"], mlp["fpga_ms"], mlp["ratio"], mlp["fpga_launches"], mlp["cpu_fallbacks"]]])
+    doc = {"benchmark": "overhead", "machine": machine(), "small_ops": rows, "target_ratio": TARGET_RATIO,
+           "mlp_step": mlp}
+    write_json(args.json, doc)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        names = [r["op"] for r in rows]
+        ax.barh(names, [r["ratio"] for r in rows])
+        ax.axvline(TARGET_RATIO, color="red", ls="--", label=f"target {TARGET_RATIO:.0f}x")
+        ax.set_xlabel("fpga / CPU per-op time (1-element tensors)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(plot_path("overhead.png"), dpi=90)
+        print(f"wrote {plot_path('overhead.png')}")
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Shared by the benchmarks: timing, the results table, JSON and the machine facts."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMG = os.path.join(ROOT, "docs", "img")
+
+
+def median_seconds(fn, repeat: int, warmup: int = 1, min_time: float = 0.0) -> float:
+    """Median wall time of one call, over `repeat` calls (more while under `min_time` in total)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeat or (time.perf_counter() - start) < min_time and len(times) < 100 * repeat:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def machine() -> dict:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
+            "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+
+
+def print_table(headers: list[str], rows: list[list]) -> None:
+    cells = [[h for h in headers]] + [[f"{c:.3g}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for i, r in enumerate(cells):
+        print("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def write_json(path: str, doc: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
+def plot_path(name: str) -> str:
+    os.makedirs(IMG, exist_ok=True)
+    return os.path.join(IMG, name)

@@ -43,17 +43,17 @@ def build(env, cfg, gen, steps) -> list:
         name = os.path.basename(unit)[:-4]
         obj = emu.SharedObject(f"{out}/obj/{name}.os", unit)
         included = [s for s in gen.hls_sources if f"/hls/{name}/" in s]  # a batch unit #includes its category's
-        steps.track(emu, obj[0], f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included, flags)
+        steps.track(emu, obj, f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included, flags)
         objs += obj
     emu.Depends(objs, gen.hls_sources + gen.emu_units)
     library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
-    steps.track(emu, library[0], f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
+    steps.track(emu, library, f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
 
     params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name, "library": LIBRARY},
                                   sort_keys=True))
     image = env.Command(f"{out}/torch.xclbin", [k.source for k in gen.kernels] + [params],
                         Action(write_xclbin, "write $TARGET"))
     env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input
-    steps.track(env, image[0], f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [k.source for k in gen.kernels],
+    steps.track(env, image, f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [k.source for k in gen.kernels],
                 params.read())
     return list(image) + list(library)

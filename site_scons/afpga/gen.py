@@ -62,6 +62,6 @@ def generate(env, cfg, steps) -> Generated:
     command = f"{sys.executable} -m codegen generate --out {GEN} --levels {cfg.opt}{selection}"
     nodes = env.Command(targets, sources, command)
     env.Precious(nodes)  # codegen rewrites only changed files; SCons must not delete them first
-    steps.track(env, nodes[0], "codegen", f"codegen opt{cfg.opt}", "codegen", map(str, sources), command)
+    steps.track(env, nodes, "codegen", f"codegen opt{cfg.opt}", "codegen", map(str, sources), command)
     return Generated(nodes, [f"{GEN}/{f}" for f in files["fpga_type"]], kernels,
                      [f"{GEN}/{f}" for f in files["hls"][cfg.opt]], [f"{GEN}/{f}" for f in files["emu"][cfg.opt]])

@@ -3,8 +3,9 @@
 Each tracked step (codegen, one v++ compile, the link, ...) gets a pre- and a post-action. The
 post-action records how long the step took, and a signature of its command and inputs, in
 times.json beside the builds. At every step start the still-pending steps are estimated from
-that record (a step is pending when its target is missing or its signature changed), which
-gives the total and, with their recorded durations, the ETA. Compile steps run `-j` at a time;
+that record (a step is pending when its target is missing or its signature changed), and every
+step downstream of a pending or running one is pending too; that gives the total and, with their
+recorded durations, the ETA. Compile steps run `-j` at a time;
 everything else is counted serially.
 
 Reporting must never enter a target's build signature -- editing this file must not re-run an
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 from SCons.Action import FunctionAction
 
 PARALLEL_KINDS = {"compile"}
+# Codegen decides what the other steps see: it is reported on its own, and n/total count the rest,
+# estimated once its outputs are on disk.
+PREPARATORY_KINDS = {"codegen"}
 
 
 class _Untracked(FunctionAction):
@@ -40,6 +44,7 @@ class Step:
     label: str
     kind: str
     target: str
+    outputs: tuple[str, ...]  # every file the step writes (inputs of later steps)
     inputs: tuple[str, ...]
     command: str
 
@@ -65,12 +70,13 @@ class Steps:
         except (FileNotFoundError, ValueError, KeyError):
             self.history = {}
 
-    def track(self, env, target, step_id: str, label: str, kind: str, inputs, command: str = ""):
-        """Report on and time the step that builds `target` (a node or path)."""
-        path = str(env.File(target) if isinstance(target, str) else target)
-        self.steps[path] = Step(step_id, label, kind, path, tuple(str(i) for i in inputs), command)
-        env.AddPreAction(target, _Untracked(self._start))
-        env.AddPostAction(target, _Untracked(self._finish))
+    def track(self, env, targets, step_id: str, label: str, kind: str, inputs, command: str = ""):
+        """Report on and time the step that builds `targets` (nodes; the first names the step)."""
+        outputs = tuple(str(t) for t in targets)
+        self.steps[outputs[0]] = Step(step_id, label, kind, outputs[0], outputs, tuple(str(i) for i in inputs),
+                                      command)
+        env.AddPreAction(targets[0], _Untracked(self._start))
+        env.AddPostAction(targets[0], _Untracked(self._finish))
 
     # --- signatures and estimates ------------------------------------------------------------
     def _digest(self, path: str) -> str:
@@ -100,15 +106,27 @@ class Steps:
         return sum(same) / len(same) if same else None
 
     def _pending(self) -> list[Step]:
-        return [s for s in self.steps.values()
-                if s.id not in self.started and
-                (not os.path.exists(s.target) or self.history.get(s.id, {}).get("signature") != self.signature(s))]
+        """Steps not started yet that will run: changed, or downstream of one that runs."""
+        running = [s for s in self.steps.values() if s.id in self.started and s.id not in self.finished]
+        waiting = [s for s in self.steps.values() if s.id not in self.started]
+        pending = [s for s in waiting if not os.path.exists(s.target)
+                   or self.history.get(s.id, {}).get("signature") != self.signature(s)]
+        produced = {o for s in running + pending for o in s.outputs}
+        grew = True
+        while grew:
+            more = [s for s in waiting if s not in pending and produced.intersection(s.inputs)]
+            pending += more
+            produced.update(o for s in more for o in s.outputs)
+            grew = bool(more)
+        return pending
 
     def _eta(self, now: float, pending: list[Step]) -> str:
         parallel = serial = 0.0
         unknown = 0
         running = [self.steps_by_id[i] for i in self.started if i not in self.finished]
         for s in pending + running:
+            if s.kind in PREPARATORY_KINDS:
+                continue
             e = self.expected(s)
             if e is None:
                 unknown += 1
@@ -118,7 +136,7 @@ class Steps:
                 parallel += left
             else:
                 serial += left
-        if unknown == len(pending) + len(running):
+        if unknown and not parallel and not serial:
             return "ETA unknown (no earlier build to learn from)"
         eta = f"ETA {clock(parallel / self.jobs + serial)}"
         return f"{eta} + {unknown} step(s) never timed" if unknown else eta
@@ -128,13 +146,20 @@ class Steps:
         return {s.id: s for s in self.steps.values()}
 
     # --- the actions ------------------------------------------------------------------------
+    def _counted(self, ids) -> int:
+        return sum(1 for i in ids if self.steps_by_id[i].kind not in PREPARATORY_KINDS)
+
     def _start(self, target, source, env):
         s = self.steps[str(target[0])]
         with self.lock:
             now = time.monotonic()
             self.started[s.id] = now
+            if s.kind in PREPARATORY_KINDS:
+                print(f"[{s.kind}] {s.label}  (elapsed {clock(now - self.t0)})", flush=True)
+                return 0
             pending = self._pending()
-            n, total = len(self.started), len(self.started) + len(pending)
+            n = self._counted(self.started)
+            total = n + self._counted(p.id for p in pending)
             e = self.expected(s)
             this = f"~{clock(e)}" if e is not None else "first run"
             print(f"[{n}/{total}] {s.label}  (elapsed {clock(now - self.t0)}, this step {this}, "
@@ -154,6 +179,9 @@ class Steps:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump({"steps": self.history}, f, indent=1, sort_keys=True)
             os.replace(tmp, self.history_path)
-            print(f"[{len(self.finished)}/{len(self.started) + len(self._pending())} done] {s.label} "
-                  f"in {clock(took)}", flush=True)
+            if s.kind in PREPARATORY_KINDS:
+                print(f"[{s.kind} done] {s.label} in {clock(took)}", flush=True)
+            else:
+                total = self._counted(self.started) + self._counted(p.id for p in self._pending())
+                print(f"[{self._counted(self.finished)}/{total} done] {s.label} in {clock(took)}", flush=True)
         return 0

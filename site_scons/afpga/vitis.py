@@ -9,7 +9,7 @@ import json
 import os
 
 from SCons.Errors import UserError
-from SCons.Script import Action
+from SCons.Script import Action, GetOption
 
 from . import connectivity, hls_interface
 
@@ -89,7 +89,7 @@ def write_config(target, source, env):
 def build(env, cfg, gen, steps) -> list:
     """Declare the steps; returns the image's nodes (xclbin, plus emconfig.json / the package)."""
     xo_env = env.Clone()
-    if cfg.cache:
+    if cfg.cache and not GetOption("no_exec"):
         os.makedirs(os.path.dirname(os.path.abspath(cfg.cache)), exist_ok=True)  # SCons makes only the last level
         xo_env.CacheDir(cfg.cache)  # only .xo files: the expensive, position-independent results
     p = paths(cfg)
@@ -98,7 +98,7 @@ def build(env, cfg, gen, steps) -> list:
         command = compile_command(cfg, k)
         xo = xo_env.Command(f"{cfg.out_dir}/xo/{k.name}.xo", k.source, command)
         xo_env.Depends(xo, env.Glob(f"#{HLS_INCLUDE}/*.h"))
-        steps.track(env, xo[0], f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
+        steps.track(env, xo, f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
         xos.append(str(xo[0]))
 
     params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name}, sort_keys=True))
@@ -108,19 +108,19 @@ def build(env, cfg, gen, steps) -> list:
 
     command = link_command(cfg, xos)
     xclbin = env.Command(p["xclbin"], xos + config, command)
-    steps.track(env, xclbin[0], f"opt{cfg.opt}/link", f"v++ -l torch.xclbin ({len(xos)} kernels)", "link",
+    steps.track(env, xclbin, f"opt{cfg.opt}/link", f"v++ -l torch.xclbin ({len(xos)} kernels)", "link",
                 xos + [p["config"]], command)
     image = list(xclbin)
 
     if _emulation(cfg.target):
         command = f"emconfigutil --platform {cfg.platform.name} --od {cfg.out_dir}"
         emconfig = env.Command(p["emconfig"], [], command)
-        steps.track(env, emconfig[0], f"opt{cfg.opt}/emconfig", "emconfigutil emconfig.json", "emconfig", [], command)
+        steps.track(env, emconfig, f"opt{cfg.opt}/emconfig", "emconfigutil emconfig.json", "emconfig", [], command)
         image += emconfig
     if cfg.platform.embedded:
         command = package_command(cfg)
         package = env.Command(p["package"], image, command)
-        steps.track(env, package[0], f"opt{cfg.opt}/package", "v++ -p sd_card.img", "package", list(map(str, image)),
+        steps.track(env, package, f"opt{cfg.opt}/package", "v++ -p sd_card.img", "package", list(map(str, image)),
                     command)
         image += package
     return image

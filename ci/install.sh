@@ -5,3 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check torch==2.13.0
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# XRT's headers and libraries (Debian's libxrt-dev, XRT 2.13): the tests check that XRT's own
+# xrt::xclbin reads our torch.xclbin. Optional: without it those tests skip, saying why.
+if [ ! -e /usr/include/xrt/experimental/xrt_xclbin.h ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo -n"; fi
+  if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libxrt-dev >/dev/null; } \
+      || echo "ci/install.sh: could not install libxrt-dev; the XRT tests will skip" >&2
+  else
+    echo "ci/install.sh: apt-get unavailable (or not root); skipping libxrt-dev, the XRT tests will skip" >&2
+  fi
+fi

@@ -4,11 +4,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 #include "../../kernels/hls/emu/image.h"
+#include "xclbin.h"
 
 namespace aten_fpga {
 
@@ -71,31 +72,70 @@ void EmuDevice::to_host(Buffer& b, size_t offset, size_t n) {
 
 void* EmuDevice::device_address(Buffer& b) { return static_cast<EmuBuffer&>(b).device; }
 
+namespace {
+// Both take a path that contains a '/'.
+std::string folder_of(const std::string& path) { return path.substr(0, path.find_last_of('/') + 1); }
+
+// The xclbin that describes an emulated image: `path` itself, or, for the g++ image's .so, the
+// torch.xclbin the build writes beside it.
+std::string xclbin_of(const std::string& path) {
+  const bool so = path.size() > 3 && path.compare(path.size() - 3, 3, ".so") == 0;
+  return so ? folder_of(path) + "torch.xclbin" : path;
+}
+}  // namespace
+
 void EmuDevice::load_image(const std::string& path) {
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  TORCH_CHECK(lib != nullptr, "cannot load emulated device image '", path, "': ", dlerror(),
-              ". Build it with `scons` (or `scons opt=N` for another level).");
+  // Kernels, arguments and CU counts come from the xclbin, as on an XRT device; the g++ image
+  // it names supplies the code.
+  const std::string given = path.find('/') == std::string::npos ? "./" + path : path;  // dlopen: not a search
+  const std::string xclbin_path = xclbin_of(given);
+  xclbin::Image xclbin;
+  try {
+    xclbin = xclbin::read(xclbin_path);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "cannot load fpga image '", path, "': ", e.what());
+  }
+  TORCH_CHECK(!xclbin.emulation_image.empty(), "'", xclbin_path, "' is a v++ image for ", xclbin.platform,
+              ": it runs on a card through XRT, not on the emulated device. Load an emulated image "
+              "(`scons target=emu` builds build/emu/opt<N>/torch.xclbin).");
+  const std::string library = folder_of(xclbin_path) + xclbin.emulation_image;
+  TORCH_CHECK(xclbin_path == given || library == given, "'", path, "' is not the image '", xclbin_path,
+              "' names (", xclbin.emulation_image, "); load '", xclbin_path, "'");
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TORCH_CHECK(lib != nullptr, "cannot load the emulated kernels '", library, "' named by '", xclbin_path,
+              "': ", dlerror(), ". Build them with `scons` (or `scons opt=N` for another level).");
   using ListFn = const afpga_emu_kernel* (*)(int*);
-  using IntFn = int (*)();
   auto list = reinterpret_cast<ListFn>(dlsym(lib, "afpga_emu_kernels"));
-  auto cus = reinterpret_cast<IntFn>(dlsym(lib, "afpga_emu_cus"));
-  TORCH_CHECK(list && cus, "'", path, "' is not an aten_fpga emulated image (no afpga_emu_kernels)");
+  TORCH_CHECK(list, "'", library, "' is not an aten_fpga emulated image (no afpga_emu_kernels)");
+  int count = 0;
+  const afpga_emu_kernel* compiled = list(&count);
 
   std::unordered_map<std::string, KernelInfo> kernels;
-  int count = 0;
-  const afpga_emu_kernel* ks = list(&count);
-  for (int i = 0; i < count; ++i) {
+  int max_cus = 1;
+  const std::string rebuild = ". The xclbin and the g++ image are out of step: rebuild with `scons`.";
+  for (const xclbin::Kernel& k : xclbin.kernels) {
+    const afpga_emu_kernel* code = std::find_if(compiled, compiled + count,
+                                                [&](const afpga_emu_kernel& c) { return k.name == c.name; });
+    TORCH_CHECK(code != compiled + count, "'", xclbin_path, "' lists kernel ", k.name, " but '", library,
+                "' lacks it", rebuild);
+    TORCH_CHECK(!k.cus.empty(), "'", xclbin_path, "' has no compute unit of kernel ", k.name, rebuild);
+    TORCH_CHECK(static_cast<int>(k.args.size()) == code->nargs, k.name, " has ", k.args.size(),
+                " arguments in '", xclbin_path, "' but ", code->nargs, " in '", library, "'", rebuild);
     KernelInfo info;
-    info.name = ks[i].name;
-    info.cus = cus();
-    info.handle = &ks[i];
-    std::stringstream names(ks[i].arg_names);
-    for (int a = 0; a < ks[i].nargs; ++a) {
-      std::string arg_name;
-      std::getline(names, arg_name, ',');
-      const auto& d = ks[i].args[a];
-      info.args.push_back({arg_name, d.is_pointer != 0, d.bytes, d.type});
+    info.name = k.name;
+    info.cus = static_cast<int>(k.cus.size());
+    info.handle = code;
+    for (size_t a = 0; a < k.args.size(); ++a) {
+      const xclbin::Arg& x = k.args[a];
+      const afpga_emu_arg& c = code->args[a];
+      const int bytes = x.is_pointer ? x.port_width / 8 : static_cast<int>(x.size);
+      const char type = xclbin::encoding(x.type);
+      TORCH_CHECK(x.is_pointer == (c.is_pointer != 0) && bytes == c.bytes && type == c.type, k.name,
+                  " argument ", x.name, " is ", x.type, " (", bytes, " bytes) in '", xclbin_path,
+                  "' but differs in '", library, "'", rebuild);
+      info.args.push_back({x.name, x.is_pointer, bytes, type});
     }
+    max_cus = std::max(max_cus, info.cus);
     kernels.emplace(info.name, std::move(info));
   }
   {
@@ -104,7 +144,7 @@ void EmuDevice::load_image(const std::string& path) {
     kernels_ = std::move(kernels);
     library_ = lib;  // an earlier image stays mapped: its kernels may be referenced by caches
     image_path_ = path;
-    start_cu_threads(cus() - 1);
+    start_cu_threads(max_cus - 1);
   }
 }
 

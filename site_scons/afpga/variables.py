@@ -1,10 +1,19 @@
 """Build variables (`scons -h` lists them): validated at once, with the valid values in the error."""
-import os
+from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+
+from SCons.Errors import UserError
 from SCons.Script import EnumVariable, Variables
 
-TARGETS = ("emu",)
+from . import platforms
+from .platforms import Platform
+
+# emu: g++ image, no Vitis. sw_emu (older Vitis), hw_emu, hw: v++ images for the chosen platform.
+TARGETS = ("emu", "sw_emu", "hw_emu", "hw")
 LEVELS = ("1", "2", "3", "4")
+MAX_CUS = 64
 
 
 def default_cus(opt: int) -> int:
@@ -12,20 +21,83 @@ def default_cus(opt: int) -> int:
     return 4 if opt == 3 else 1
 
 
-def declare(args) -> Variables:
+@dataclass(frozen=True)
+class Config:
+    target: str
+    opt: int
+    kernels: tuple[str, ...]  # categories or op names; empty: the whole table
+    dtypes: tuple[str, ...]  # empty: every dtype the table lists
+    platform: Platform
+    cus: int
+    freq: int | None  # MHz for v++ --kernel_frequency; None: the platform's default clock
+    common_image: str  # embedded platforms: the folder with rootfs.ext4 and Image
+    cache: str  # CacheDir for .xo files; "" disables it
+
+    @property
+    def hardware(self) -> bool:
+        return self.target != "emu"
+
+    @property
+    def target_dir(self) -> str:
+        """Where one target/platform's builds live, every level beside the others."""
+        return "build/emu" if not self.hardware else f"build/{self.target}/{self.platform.name}"
+
+    @property
+    def out_dir(self) -> str:
+        return f"{self.target_dir}/opt{self.opt}"
+
+
+def _names(valid):
+    def check(key, value, env):
+        bad = [v for v in value.split(",") if v and v not in valid]
+        if bad:
+            raise UserError(f"{key}={value!r}: unknown {', '.join(bad)}. Valid: {', '.join(sorted(valid))} "
+                            f"(comma separated; empty for all)")
+    return check
+
+
+def _whole(low, high, allow_empty=True):
+    def check(key, value, env):
+        if allow_empty and value == "":
+            return
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise UserError(f"{key}={value!r} is not valid: give a whole number from {low} to {high}")
+    return check
+
+
+def declare(args, kernel_names, dtypes) -> Variables:
+    """`kernel_names`: the library's categories and ops; `dtypes`: the dtypes codegen knows."""
     v = Variables(None, args)
-    v.Add(EnumVariable("target", "what to build the image for", "emu", allowed_values=TARGETS))
+    v.Add(EnumVariable("target", "what to build: emu = g++ emulated image; sw_emu, hw_emu, hw = v++ xclbin",
+                       "emu", allowed_values=TARGETS))
     v.Add(EnumVariable("opt", "XCL_OPT level: 1 buffered, 2 dataflow, 3 multi-CU, 4 vectorized", "4",
                        allowed_values=LEVELS))
-    v.Add("kernels", "only these kernel categories or ops, comma separated (default: the whole table)", "")
-    v.Add("cus", "compute units per kernel (default: 4 at opt=3, else 1)", "")
+    v.Add("kernels", f"only these kernel categories or ops, comma separated (default: the whole table); "
+                     f"valid: {', '.join(sorted(kernel_names))}", "", _names(set(kernel_names)))
+    v.Add("dtypes", f"only kernels of these dtypes, comma separated (default: all); valid: {', '.join(dtypes)}",
+          "", _names(set(dtypes)))
+    v.Add(EnumVariable("platform", "the card (name or alias):\n" + platforms.describe() + "\n   ",
+                       platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
+                       map=platforms.ALIASES))
+    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3, else 1)", "",
+          _whole(1, MAX_CUS))
+    v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
+          _whole(50, 1000))
+    v.Add("common_image", "embedded platforms: folder of the Xilinx common image (rootfs.ext4, Image) "
+                          "for the package step (default: $EDGE_COMMON_SW)", os.environ.get("EDGE_COMMON_SW", ""))
+    v.Add("cache", "CacheDir for finished .xo files, reused across builds and checkouts ('' disables)",
+          "build/cache")
     return v
 
 
-def cus_value(env) -> int:
-    raw = env["cus"]
-    if raw == "":
-        return default_cus(int(env["opt"]))
-    if not raw.isdigit() or not 1 <= int(raw) <= 64:
-        raise SystemExit(f"scons: cus={raw!r} is not valid: give a whole number from 1 to 64")
-    return int(raw)
+def config(env) -> Config:
+    opt = int(env["opt"])
+    target = env["target"]
+    platform = platforms.PLATFORMS[env["platform"]]
+    if target != "emu" and platform.embedded and not env["common_image"]:
+        raise UserError(f"platform={platform.alias} is embedded: its package step needs the Xilinx common image "
+                        f"(rootfs.ext4, Image). Give common_image=<folder> or set EDGE_COMMON_SW.")
+    split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
+    return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
+                  int(env["cus"]) if env["cus"] else default_cus(opt),
+                  int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"])

@@ -1,0 +1,48 @@
+// A small reader of xclbin files (XRT's public xclbin.h layout), our own: the kernels, their
+// arguments and compute units, and the memory banks. Both device backends discover an image's
+// kernels through it, the emulated device from the xclbin the build writes beside its g++ image.
+// Needs neither XRT nor torch.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace aten_fpga::xclbin {
+
+struct Arg {
+  std::string name;
+  int index = 0;
+  bool is_pointer = false;  // addressQualifier 1: a buffer on an m_axi port
+  std::string port;         // M_AXI_GMEM0, S_AXI_CONTROL
+  int port_width = 0;       // bits of the port's data bus (a buffer's word)
+  size_t size = 0;          // bytes of its control register(s)
+  std::string type;         // C type as the kernel declares it: "float*", "uint64_t"
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Arg> args;           // by index
+  std::vector<std::string> cus;    // compute unit names, from IP_LAYOUT
+};
+
+struct Memory {
+  std::string tag;  // DDR[0], HBM[3]
+  bool used = false;
+};
+
+struct Image {
+  std::string platform;         // the header's VBNV
+  std::vector<Kernel> kernels;  // in metadata order
+  std::vector<Memory> memories;
+  std::string emulation_image;  // the g++ image holding the kernel code ("" for a v++ image)
+};
+
+// Reads `path`; throws std::runtime_error naming the file and what is wrong.
+Image read(const std::string& path);
+
+// How the host encodes a scalar argument of this C type in its 64-bit slot: 'f' floating point,
+// 'i' signed, 'u' unsigned, 'b' bool, 'c' complex; 'p' for a pointer type.
+char encoding(const std::string& type);
+
+}  // namespace aten_fpga::xclbin

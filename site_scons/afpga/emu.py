@@ -1,0 +1,59 @@
+"""target=emu: the generated HLS sources compiled with g++ (our HLS shims on the include path)
+into build/emu/opt<N>/torch_emu.so, described by torch.xclbin beside it -- the same container a
+v++ build produces, so the host discovers kernels and compute units the same way for both."""
+from __future__ import annotations
+
+import json
+import os
+
+from SCons.Script import Action
+
+from . import connectivity, hls_interface, xclbin
+
+LIBRARY = "torch_emu.so"
+
+
+def write_xclbin(target, source, env):
+    from .platforms import PLATFORMS
+
+    params = json.loads(source[-1].read())
+    tops = [hls_interface.parse_file(str(s)) for s in source[:-1]]
+    plan = connectivity.plan(tops, params["cus"], PLATFORMS[params["platform"]])
+    xclbin.write(str(target[0]), connectivity.design(plan, "emu", params["library"]))
+    return 0
+
+
+def build(env, cfg, gen, steps) -> list:
+    """Returns [torch.xclbin, torch_emu.so]."""
+    emu = env.Clone()
+    emu.Replace(CXX="g++")
+    emu.Append(
+        CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu"],
+        # -ffp-contract=off: g++ must not fuse a*b+c where the kernel (and ATen) rounds twice.
+        # -fno-gnu-unique: the kernel registry is an inline function's static; as a GNU unique
+        # symbol the loader would share one registry among all images loaded side by side.
+        CXXFLAGS=["-std=c++17", "-O3", "-march=native", "-ffp-contract=off", "-fno-gnu-unique", "-fPIC",
+                  "-Wno-unknown-pragmas", "-Wno-unused-label"],
+        CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus)],
+    )
+    out = cfg.out_dir
+    flags = emu.subst("$CXXFLAGS $_CPPDEFFLAGS")
+    objs = []
+    for unit in gen.emu_units + ["kernels/hls/emu/image.cpp"]:
+        name = os.path.basename(unit)[:-4]
+        obj = emu.SharedObject(f"{out}/obj/{name}.os", unit)
+        included = [s for s in gen.hls_sources if f"/hls/{name}/" in s]  # a batch unit #includes its category's
+        steps.track(emu, obj, f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included, flags)
+        objs += obj
+    emu.Depends(objs, gen.hls_sources + gen.emu_units)
+    library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
+    steps.track(emu, library, f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
+
+    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name, "library": LIBRARY},
+                                  sort_keys=True))
+    image = env.Command(f"{out}/torch.xclbin", [k.source for k in gen.kernels] + [params],
+                        Action(write_xclbin, "write $TARGET"))
+    env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input
+    steps.track(env, image, f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [k.source for k in gen.kernels],
+                params.read())
+    return list(image) + list(library)

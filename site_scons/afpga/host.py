@@ -1,0 +1,25 @@
+"""The host extension aten_fpga._C: host/ps/*.cpp and the generated FPGAType units, against the
+installed torch. Separate from the image: `scons target=hw` builds the xclbin without it."""
+from __future__ import annotations
+
+import os
+
+from .torch_flags import torch_flags
+
+OUT = "build/host"
+
+
+def build(env, gen) -> list:
+    tf = torch_flags()
+    host = env.Clone()
+    host.Append(
+        CPPPATH=tf["CPPPATH"] + ["#host/ps", f"#{os.path.dirname(gen.fpga_type[0])}", "#kernels/hls/emu"],
+        CPPDEFINES=tf["CPPDEFINES"],
+        CXXFLAGS=["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"],
+        LIBPATH=tf["LIBPATH"], LIBS=tf["LIBS"] + ["dl", "pthread"], RPATH=tf["RPATH"],
+    )
+    objs = [host.SharedObject(f"{OUT}/obj/{os.path.basename(str(s))[:-4]}.os", s)
+            for s in sorted(host.Glob("#host/ps/*.cpp"), key=str)]
+    objs += [host.SharedObject(f"{OUT}/obj/{os.path.basename(f)[:-4]}.os", f) for f in gen.fpga_type if f.endswith(".cpp")]
+    host.Depends(objs, gen.fpga_type)
+    return host.SharedLibrary(f"{OUT}/_C", objs, SHLIBPREFIX="", SHLIBSUFFIX=tf["EXT_SUFFIX"])

@@ -1,0 +1,70 @@
+"""The platforms we know how to build for: their Vitis names, memory and kind.
+
+`sp=` in the link config needs the platform's memory tags, and the emulated xclbin's MEM_TOPOLOGY
+mirrors them, so one table serves both. Sizes and base addresses are nominal (the real shell
+reports its own); only the tags and the bank count shape the build.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Bank:
+    tag: str  # the sp= memory name: DDR[0], HBM[7], HP0
+    kind: str  # "DDR" | "HBM": the MEM_TOPOLOGY memory type
+    size: int  # bytes
+    base: int  # nominal base address
+
+
+@dataclass(frozen=True)
+class Platform:
+    alias: str
+    name: str  # the .xpfm name v++ --platform takes
+    card: str
+    vitis: str  # the Vitis release the platform ships for (names settings64.sh)
+    banks: tuple[Bank, ...]
+    embedded: bool = False  # Zynq MPSoC: v++ -p packages the xclbin with the boot image
+
+    @property
+    def memory(self) -> str:
+        """e.g. "DDR[0..3]" for the docs, `scons -h` and the report."""
+        first, last = self.banks[0].tag, self.banks[-1].tag
+        if "[" in first:
+            return f"{first.split('[')[0]}[0..{len(self.banks) - 1}]"
+        return f"{first}..{last}"
+
+
+def _indexed(kind: str, count: int, size: int) -> tuple[Bank, ...]:
+    return tuple(Bank(f"{kind}[{i}]", kind, size, i * size) for i in range(count))
+
+
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (
+    Platform("u200", "xilinx_u200_gen3x16_xdma_2_202110_1", "Alveo U200", "2021.1",
+             _indexed("DDR", 4, 16 * GiB)),
+    Platform("u250", "xilinx_u250_gen3x16_xdma_4_1_202210_1", "Alveo U250", "2022.1",
+             _indexed("DDR", 4, 16 * GiB)),
+    Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
+             _indexed("HBM", 32, 256 * MiB)),
+    Platform("u55c", "xilinx_u55c_gen3x16_xdma_3_202210_1", "Alveo U55C", "2022.1",
+             _indexed("HBM", 32, 512 * MiB)),
+    # The U280 also has two DDR4 banks; kernels are spread over its 32 HBM pseudo-channels.
+    Platform("u280", "xilinx_u280_gen3x16_xdma_1_202211_1", "Alveo U280", "2022.2",
+             _indexed("HBM", 32, 256 * MiB)),
+    # The PL reaches the PS DDR through the high-performance ports: the sp= tags are the ports,
+    # and every one of them sees the same 4 GiB.
+    Platform("zcu102", "xilinx_zcu102_base_202210_1", "ZCU102 (Zynq UltraScale+ MPSoC)", "2022.1",
+             tuple(Bank(f"HP{i}", "DDR", 4 * GiB, 0) for i in range(4)), embedded=True),
+)}
+
+ALIASES = {p.alias: p.name for p in PLATFORMS.values()}
+DEFAULT = "xilinx_u250_gen3x16_xdma_4_1_202210_1"
+
+
+def describe() -> str:
+    """The table as `scons -h` and errors print it."""
+    return "\n".join(f"    {p.alias:<7} {p.name:<40} {p.card}, {p.memory}{', embedded' if p.embedded else ''}"
+                     for p in PLATFORMS.values())

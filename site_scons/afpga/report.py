@@ -1,0 +1,89 @@
+"""The build report beside the image: report.json (for tools) and report.md (for people) -- the
+kernels, level, CUs, bank map, time per step and where v++ left its own reports."""
+from __future__ import annotations
+
+import json
+import os
+
+from SCons.Script import Action
+
+from . import connectivity, hls_interface
+from .progress import clock
+
+LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
+
+
+def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> str:
+    """Everything the report needs that is known when SCons reads the build (a Value node)."""
+    return json.dumps({
+        "target": cfg.target, "platform": cfg.platform.name, "card": cfg.platform.card,
+        "memory": cfg.platform.memory, "opt": cfg.opt, "cus": cfg.cus,
+        "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
+                    for k in gen.kernels],
+        "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,
+    }, sort_keys=True)
+
+
+def build(env, cfg, gen, image: list, history: str, vitis_reports: dict | None) -> list:
+    value = env.Value(params(cfg, gen, image, history, vitis_reports))
+    nodes = env.Command([f"{cfg.out_dir}/report.json", f"{cfg.out_dir}/report.md"],
+                        image + [k.source for k in gen.kernels] + [value], Action(write, "write $TARGETS"))
+    env.Depends(nodes, env.Glob("#site_scons/afpga/*.py"))
+    return nodes
+
+
+def write(target, source, env):
+    from .platforms import PLATFORMS
+
+    p = json.loads(source[-1].read())
+    tops = {t.name: t for t in (hls_interface.parse_file(k["source"]) for k in p["kernels"])}
+    plan = connectivity.plan(list(tops.values()), p["cus"], PLATFORMS[p["platform"]])
+    banks = connectivity.bank_map(plan)
+    try:
+        with open(p["history"], encoding="utf-8") as f:
+            history = json.load(f)["steps"]
+    except (FileNotFoundError, ValueError, KeyError):
+        history = {}
+    level = f"opt{p['opt']}/"
+    steps = [{"step": h["label"], "seconds": h["seconds"]} for sid, h in sorted(history.items())
+             if sid.startswith(level) or "/" not in sid]
+    kernels = []
+    for k in p["kernels"]:
+        top = tops[k["name"]]
+        cus = dict(plan.kernels)[top]
+        kernels.append({**k, "cus": list(cus), "args": [
+            {"name": a.name, "type": a.type, "port": a.port, "width": a.width} for a in top.args]})
+    reports = {name: {kind: {"path": path, "exists": os.path.exists(path)} for kind, path in r.items()}
+               for name, r in (p["vitis_reports"] or {}).items()}
+    doc = {"target": p["target"], "platform": {"name": p["platform"], "card": p["card"], "memory": p["memory"]},
+           "opt": p["opt"], "level": LEVEL_NAMES[p["opt"]], "cus_per_kernel": p["cus"], "outputs": p["outputs"],
+           "kernels": kernels, "bank_map": banks, "steps": steps,
+           "total_seconds": round(sum(s["seconds"] for s in steps), 3), "vitis_reports": reports}
+    with open(str(target[0]), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    with open(str(target[1]), "w", encoding="utf-8") as f:
+        f.write(markdown(doc))
+    return 0
+
+
+def markdown(d: dict) -> str:
+    lines = [f"# torch.xclbin: target={d['target']}, opt={d['opt']} ({d['level']})", "",
+             f"Platform `{d['platform']['name']}` ({d['platform']['card']}, {d['platform']['memory']}); "
+             f"{d['cus_per_kernel']} CU(s) per kernel.", "", "Outputs: " + ", ".join(f"`{o}`" for o in d["outputs"]),
+             "", "## Kernels", "", "| kernel | category | dtype | CUs | arguments |", "|---|---|---|---|---|"]
+    for k in d["kernels"]:
+        args = ", ".join(f"{a['name']}: {a['type']}" for a in k["args"])
+        lines.append(f"| {k['name']} | {k['category']} | {k['dtype']} | {', '.join(k['cus'])} | {args} |")
+    lines += ["", "## Bank map", "", "| CU | port -> bank |", "|---|---|"]
+    for cu, ports in d["bank_map"].items():
+        lines.append(f"| {cu} | {', '.join(f'{a} -> {b}' for a, b in ports.items())} |")
+    lines += ["", "## Time per step (last run of each)", "", "| step | time |", "|---|---|"]
+    lines += [f"| {s['step']} | {clock(s['seconds'])} |" for s in d["steps"]]
+    lines.append(f"| **total** | **{clock(d['total_seconds'])}** |")
+    if d["vitis_reports"]:
+        lines += ["", "## v++ reports", "", "| step | what | path |", "|---|---|---|"]
+        for name, r in d["vitis_reports"].items():
+            for kind, x in r.items():
+                lines.append(f"| {name} | {kind} | `{x['path']}`{'' if x['exists'] else ' (not written)'} |")
+    return "\n".join(lines) + "\n"

@@ -27,6 +27,11 @@ class Platform:
     card: str
     vitis: str  # the Vitis release the platform ships for (names settings64.sh)
     banks: tuple[Bank, ...]
+    # For the performance model (bench/perf_model.py), from the cards' data sheets: peak bandwidth
+    # of one bank (GB/s) and of the host link per direction (PCIe Gen3 x16 after protocol
+    # overhead; None where the PL shares the host's memory).
+    bank_gbps: float
+    host_link_gbps: float | None
     embedded: bool = False  # Zynq MPSoC: v++ -p packages the xclbin with the boot image
 
     @property
@@ -44,20 +49,20 @@ def _indexed(kind: str, count: int, size: int) -> tuple[Bank, ...]:
 
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("u200", "xilinx_u200_gen3x16_xdma_2_202110_1", "Alveo U200", "2021.1",
-             _indexed("DDR", 4, 16 * GiB)),
+             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0),
     Platform("u250", "xilinx_u250_gen3x16_xdma_4_1_202210_1", "Alveo U250", "2022.1",
-             _indexed("DDR", 4, 16 * GiB)),
+             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0),
     Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
-             _indexed("HBM", 32, 256 * MiB)),
+             _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0),
     Platform("u55c", "xilinx_u55c_gen3x16_xdma_3_202210_1", "Alveo U55C", "2022.1",
-             _indexed("HBM", 32, 512 * MiB)),
+             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0),
     # The U280 also has two DDR4 banks; kernels are spread over its 32 HBM pseudo-channels.
     Platform("u280", "xilinx_u280_gen3x16_xdma_1_202211_1", "Alveo U280", "2022.2",
-             _indexed("HBM", 32, 256 * MiB)),
+             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0),
     # The PL reaches the PS DDR through the high-performance ports: the sp= tags are the ports,
     # and every one of them sees the same 4 GiB.
     Platform("zcu102", "xilinx_zcu102_base_202210_1", "ZCU102 (Zynq UltraScale+ MPSoC)", "2022.1",
-             tuple(Bank(f"HP{i}", "DDR", 4 * GiB, 0) for i in range(4)), embedded=True),
+             tuple(Bank(f"HP{i}", "DDR", 4 * GiB, 0) for i in range(4)), 19.2 / 4, None, embedded=True),
 )}
 
 ALIASES = {p.alias: p.name for p in PLATFORMS.values()}

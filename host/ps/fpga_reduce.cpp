@@ -176,8 +176,9 @@ at::Tensor& std_var(const KernelRef& kernel, const char* fname, at::Tensor& resu
   TORCH_CHECK(self.layout() == at::kStrided, fname, "(): only strided tensors are supported, got ", self.layout());
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()), fname,
               "(): only floating point and complex dtypes are supported, got ", self.scalar_type());
-  TORCH_CHECK(at::canCast(self.scalar_type(), result.scalar_type()), fname, "(): the result type ",
-              self.scalar_type(), " can't be cast to the desired output type ", result.scalar_type());
+  const at::ScalarType real = c10::toRealValueType(self.scalar_type());  // what a complex input's variance is
+  TORCH_CHECK(at::canCast(real, result.scalar_type()), fname, "(): the result type ", real,
+              " can't be cast to the desired output type ", result.scalar_type());
   if (self.is_complex() && result.is_complex()) {
     throw KernelUnavailable(std::string(fname) + " into a complex output");  // the kernels write real ones
   }

@@ -79,18 +79,28 @@ template <typename T> inline T min_nan(T a, T b) { return (is_nan(a) || a < b) ?
 
 // Pairwise combination of N (a power of two) partial accumulators: a balanced tree of merges, so
 // each result is a sum of sums of equal size (the numerically sound order) and the tree is
-// log2(N) merges deep. Overwrites p.
-template <class Op, int N>
-typename Op::Acc combine(const Op& op, typename Op::Acc (&p)[N]) {
+// log2(N) merges deep. Written as a compile-time recursion, so the tree is fully unrolled by any
+// compiler (v++, and g++ for the emulated device).
+template <class Op, int Lo, int N>
+struct Tree {
+  template <class A>
+  static A run(const Op& op, const A* p) {
 #pragma HLS INLINE
-  for (int w = N / 2; w > 0; w /= 2) {
-#pragma HLS UNROLL
-    for (int j = 0; j < w; ++j) {
-#pragma HLS UNROLL
-      p[j] = op.merge(p[j], p[j + w]);
-    }
+    return op.merge(Tree<Op, Lo, N / 2>::run(op, p), Tree<Op, Lo + N / 2, N / 2>::run(op, p));
   }
-  return p[0];
+};
+template <class Op, int Lo>
+struct Tree<Op, Lo, 1> {
+  template <class A>
+  static A run(const Op&, const A* p) {
+    return p[Lo];
+  }
+};
+
+template <class Op, int N>
+typename Op::Acc combine(const Op& op, const typename Op::Acc (&p)[N]) {
+#pragma HLS INLINE
+  return Tree<Op, 0, N>::run(op, p);
 }
 
 // --- The ops ---------------------------------------------------------------------------------

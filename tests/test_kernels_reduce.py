@@ -7,6 +7,7 @@ Float results are compared with assert_close's default tolerances against the CP
 precision (see run()); integer, bool, amax/amin and argmax/argmin results bit for bit against the
 CPU's own."""
 import math
+import textwrap
 import warnings
 import zlib
 
@@ -298,3 +299,85 @@ def test_other_dtypes_fall_back_and_are_counted(level, fn, x, stat):
     actual = fn(x.to("fpga"))
     torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
     assert aten_fpga.stats()[stat] == {"fpga": 0, "cpu_fallback": 1}
+
+
+# --- The codegen pieces reductions need ------------------------------------------------------------
+
+def codegen_table(tmp_path, text):
+    from codegen import library as kernel_library
+    from codegen.generate import HLS_ROOT
+    from codegen.native import dispatch_stubs, load_native, torch_include_dir
+    from codegen.table import load_table, resolve
+
+    path = tmp_path / "table.yaml"
+    path.write_text(text)
+    library = kernel_library.load_library(HLS_ROOT)
+    return resolve(load_table(str(path)), load_native(), library, dispatch_stubs(torch_include_dir())), library
+
+
+def test_codegen_reduce_kernels(tmp_path):
+    from codegen.gen_hls import arg_names
+
+    entries, library = codegen_table(tmp_path, textwrap.dedent("""
+        argmax.out: {kernel: reduce/argmax, dtypes: [float16]}
+        linalg_vector_norm.out: {kernel: reduce/norm, dtypes: [complex64], stub: norm_stub}
+        var.correction: {kernel: reduce/std_var, dtypes: [float32], host: fpga_var}
+    """))
+    argmax, norm, var = (r.kernels[0] for r in entries)
+    assert (argmax.name, argmax.out.name, norm.out.name, var.out.name) == (
+        "v_argmax_float16", "int64", "float32", "float32")
+    assert arg_names(library["reduce"], norm) == ["in", "out", "p", "outer", "inner"]
+    assert [(s.name, s.ctype) for s in var.op.scalars] == [("correction", "double"), ("take_sqrt", "bool")]
+    assert entries[2].stub is None and entries[0].stub == "argmax_stub"
+
+
+def test_codegen_host_entry_wrapper(tmp_path):
+    from codegen.gen_fpga_type import generate_fpga_type
+
+    entries, _ = codegen_table(tmp_path, "var.correction: {kernel: reduce/std_var, dtypes: [float32], host: fpga_var}\n"
+                                         "sum.IntList_out: {kernel: reduce/sum, dtypes: [float32]}\n")
+    files = generate_fpga_type(entries)
+    assert ("at::Tensor fpga_var(const KernelRef& kernel, const at::Tensor & self, at::OptionalIntArrayRef dim"
+            in files["FPGAType.h"])
+    unit = files["FPGAType_0.cpp"]
+    assert 'static const aten_fpga::KernelRef kernel{"std_var"};' in unit
+    assert "aten_fpga::fpga_var(kernel, self, dim, correction, keepdim)" in unit
+    assert "cpu_fallback_call<at::_ops::var_correction>" in unit
+    assert "REGISTER_PRIVATEUSE1_DISPATCH(sum_stub," in unit and "std_var_stub" not in unit
+
+
+@pytest.mark.parametrize("text,line,words", [
+    ("var.correction: {kernel: reduce/std_var, dtypes: [float32], host: fpga_var, stub: std_var_stub}", 1,
+     ["names a host function", "remove 'stub:'"]),
+    ("var.correction: {kernel: reduce/std_var, dtypes: [float32], host: 3}", 1, ["host of 'var.correction'"]),
+    ("var.correction: {kernel: reduce/std_var, dtypes: [float32]}", 1,
+     ["is a functional/in-place overload", "named with 'host:'"]),
+])
+def test_codegen_host_entry_errors(tmp_path, text, line, words):
+    from codegen.model import TableError
+
+    with pytest.raises(TableError) as err:
+        codegen_table(tmp_path, text + "\n")
+    assert err.value.loc.line == line
+    for w in words:
+        assert w in str(err.value)
+
+
+@pytest.mark.parametrize("spec,words", [
+    ("{expr: S, out: float128}", ["unknown output dtype 'float128'", "'real'"]),
+    ("{expr: S, scalars: [{p: double, q: float}]}", ["a scalar is a name", "{p: double}"]),
+])
+def test_codegen_category_errors(tmp_path, spec, words):
+    from codegen import library as kernel_library
+    from codegen.model import TableError
+
+    folder = tmp_path / "red"
+    folder.mkdir()
+    (folder / "ops.yaml").write_text(f"inputs: [in]\noutputs: [out]\nsizes: [outer, inner]\nops:\n  s: {spec}\n")
+    for level in LEVELS:
+        (folder / f"opt{level}.cpp.j2").write_text("")
+    with pytest.raises(TableError) as err:
+        kernel_library.load_category(str(tmp_path), "red")
+    assert err.value.loc.line == 5
+    for w in words:
+        assert w in str(err.value)

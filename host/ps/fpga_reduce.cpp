@@ -94,9 +94,8 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel, c10::ArrayRe
   const c10::Device where = iter.device(0);
   const at::ScalarType in_dtype = iter.dtype(1);  // the kernels are named by their input dtype
   const KernelInfo& info = kernel_for(kernel, in_dtype, where);
-  const size_t nscalars = info.args.size() - 4;  // in, out, the scalars, outer, inner
-  TORCH_CHECK(info.args.size() >= 4 && info.args[0].is_pointer && info.args[1].is_pointer &&
-                  nscalars == scalars.size(),
+  const size_t nscalars = scalars.size();  // the arguments: in, out, the scalars, outer, inner
+  TORCH_CHECK(info.args.size() == nscalars + 4 && info.args[0].is_pointer && info.args[1].is_pointer,
               info.name, " takes ", info.args.size(), " arguments; the stub passes ", scalars.size(),
               " scalars (template and stub disagree: fix kernels/hls/reduce/ops.yaml 'scalars')");
   TORCH_CHECK(info.args[1].bytes == iter.element_size(0), info.name, " writes ", info.args[1].bytes,

@@ -24,6 +24,14 @@ def _decl(r: ResolvedEntry) -> tuple[str, list[str]]:
         return sig.decl(name=_ident(r)), [b.name for b in sig.arguments()]
 
 
+def _host_decl(r: ResolvedEntry) -> str:
+    """The host function's declaration: the entry's kernel, then the op's native arguments."""
+    with native_function_manager(r.function):
+        decl = NativeSignature(r.function.func, prefix="", symint=False).decl(name=r.entry.host)
+    name, args = decl.split("(", 1)
+    return f"{name}(const KernelRef& kernel, {args}"
+
+
 def _ident(r: ResolvedEntry) -> str:
     return r.function.func.name.unambiguous_name()  # "add_out", "div_out_mode"
 
@@ -52,15 +60,18 @@ def _wrapper(r: ResolvedEntry) -> str:
 // Runs kernel {r.entry.kernel} through {r.stub}; table entry native_functions_fpga.yaml:{r.entry.loc.line}.
 struct structured_{ident}_fpga final : public {cls} {{
   explicit structured_{ident}_fpga({ctor_params}) : outputs_{{{ctor_init}}} {{}}
+  // A TensorIterator meta records its outputs in set_output; other metas (reductions) have no
+  // set_output of their own.
+  static constexpr bool kIterMeta = std::is_base_of_v<at::TensorIteratorBase, {cls}>;
   void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
                           at::TensorOptions options) override {{
     aten_fpga::set_output(outputs_[i], proxy_outputs_[i], sizes, strides, options, /*allow_proxy=*/true);
-    {cls}::set_output_raw_strided(i, sizes, strides, options);
+    if constexpr (kIterMeta) {cls}::set_output_raw_strided(i, sizes, strides, options);
   }}
   void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
                               at::TensorOptions options) override {{
     aten_fpga::set_output(outputs_[i], proxy_outputs_[i], sizes, strides, options, /*allow_proxy=*/false);
-    {cls}::set_output_raw_strided(i, sizes, strides, options);
+    if constexpr (kIterMeta) {cls}::set_output_raw_strided(i, sizes, strides, options);
   }}
   const at::Tensor& maybe_get_output(int64_t i) override {{
     return proxy_outputs_[i].has_value() ? *proxy_outputs_[i] : outputs_[i].get();
@@ -86,6 +97,34 @@ struct structured_{ident}_fpga final : public {cls} {{
 """
 
 
+def _host_wrapper(r: ResolvedEntry) -> str:
+    """An entry run by a hand-written host function (`host:`), for ops whose ATen impl cannot serve
+    "fpga" (not structured, or refusing the device): the function, given the entry's kernel, does
+    the op's work; the wrapper adds the stats and the fallback."""
+    names = _decl(r)[1]
+    with native_function_manager(r.function):
+        sig = NativeSignature(r.function.func, prefix="", symint=False)
+        defn, ret = sig.defn(name=_ident(r)), sig.returns_type().cpp_type()
+    args = ", ".join(names)
+    return f"""
+// {r.schema}
+// Runs kernel {r.entry.kernel} from aten_fpga::{r.entry.host} (host/ps); table entry
+// native_functions_fpga.yaml:{r.entry.loc.line}.
+{defn} {{
+  static aten_fpga::OpStats& stats = aten_fpga::op_stats("{r.entry.func}");
+  static const aten_fpga::KernelRef kernel{{"{r.op.name}"}};
+  try {{
+    {ret} result = aten_fpga::{r.entry.host}(kernel, {args});
+    stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }} catch (const aten_fpga::KernelUnavailable&) {{
+    // No kernel for these dtypes in the loaded image: the op runs on the CPU, counted.
+    return aten_fpga::cpu_fallback_call<at::_ops::{_ident(r)}>({args});
+  }}
+}}
+"""
+
+
 def _unit(index: int, entries: tuple[ResolvedEntry, ...], stub_owner: dict[str, ResolvedEntry]) -> str:
     includes = sorted({r.native_header for r in entries}
                       | {f"ATen/ops/{r.function.root_name}_ops.h" for r in entries}
@@ -94,7 +133,7 @@ def _unit(index: int, entries: tuple[ResolvedEntry, ...], stub_owner: dict[str, 
              *(f"#include <{h}>" for h in includes), '#include "fallback.h"', '#include "fpga_kernel.h"', '#include "stats.h"',
              '#include "structured.h"', "",
              "namespace aten_fpga::gen {"]
-    parts += [_wrapper(r) for r in entries]
+    parts += [_host_wrapper(r) if r.entry.host else _wrapper(r) for r in entries]
     parts.append("}  // namespace aten_fpga::gen\n")
     own = [s for s, r in stub_owner.items() if r in entries]
     if own:
@@ -118,6 +157,7 @@ def unit_count(n_entries: int) -> int:
 def generate_fpga_type(entries: tuple[ResolvedEntry, ...]) -> dict[str, str]:
     """{file name: text}: FPGAType.h and FPGAType_<i>.cpp, entries split evenly in table order."""
     decls = "\n".join(f"{_decl(r)[0]};  // {r.entry.func}" for r in entries)
+    hosts = "\n".join(f"{_host_decl(r)};  // {r.entry.func}" for r in entries if r.entry.host)
     header = f"""{BANNER}// The FPGA kernels of every op in the table, registered for PrivateUse1 ("fpga").
 #pragma once
 
@@ -126,10 +166,18 @@ def generate_fpga_type(entries: tuple[ResolvedEntry, ...]) -> dict[str, str]:
 namespace aten_fpga::gen {{
 {decls}
 }}  // namespace aten_fpga::gen
+
+// The host functions that run the table's `host:` entries: the entry's kernel, then the op's
+// native arguments.
+namespace aten_fpga {{
+struct KernelRef;
+{hosts}
+}}  // namespace aten_fpga
 """
     stub_owner: dict[str, ResolvedEntry] = {}
     for r in entries:
-        stub_owner.setdefault(r.stub, r)
+        if r.stub:
+            stub_owner.setdefault(r.stub, r)
     n = unit_count(len(entries))
     size = math.ceil(len(entries) / n) if entries else 0
     files = {"FPGAType.h": header}

@@ -31,8 +31,8 @@ def template_env(hls_root: str) -> jinja2.Environment:
 
 
 def arg_names(category: Category, kernel: Kernel) -> list[str]:
-    """The top function's arguments, in order: the inputs, the outputs, the op's scalars, size."""
-    return [*category.inputs, *category.outputs, *(s.name for s in kernel.op.scalars), "size"]
+    """The top function's arguments, in order: the inputs, the outputs, the op's scalars, the sizes."""
+    return [*category.inputs, *category.outputs, *(s.name for s in kernel.op.scalars), *category.sizes]
 
 
 def generate_hls(entries: tuple[ResolvedEntry, ...], library: dict[str, Category],

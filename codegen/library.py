@@ -13,6 +13,23 @@ def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
     return tuple(v.value for v in node.value)
 
 
+def _scalars(node: yamlsrc.Node) -> tuple[Scalar, ...]:
+    """`[alpha]` (registers of the element type T) or `[{p: double}]` (a register of its own C type)."""
+    if not isinstance(node.value, list):
+        raise TableError(node.loc, "'scalars' must be a list of names or {name: C type} mappings")
+    out = []
+    for v in node.value:
+        if isinstance(v.value, str):
+            out.append(Scalar(v.value))
+        elif (isinstance(v.value, dict) and len(v.value) == 1
+              and isinstance(next(iter(v.value.values()))[1].value, str)):
+            (sname, (_, ctype)), = v.value.items()
+            out.append(Scalar(sname, ctype.value))
+        else:
+            raise TableError(v.loc, "a scalar is a name (of type T) or one {name: C type} mapping, e.g. {p: double}")
+    return tuple(out)
+
+
 def load_category(root: str, name: str) -> Category:
     folder = os.path.join(root, name)
     path = os.path.join(folder, "ops.yaml")
@@ -35,9 +52,15 @@ def load_category(root: str, name: str) -> Category:
         for d in dtypes:
             if d not in DTYPES:
                 raise TableError(s["dtypes"].loc, f"unknown dtype '{d}'; known: {', '.join(DTYPES)}")
-        scalars = tuple(Scalar(n) for n in _strings(s["scalars"], "scalars")) if "scalars" in s else ()
-        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc)
-    return Category(name, _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs"), ops)
+        scalars = _scalars(s["scalars"]) if "scalars" in s else ()
+        out = s["out"].value if "out" in s else None
+        if out is not None and out != "real" and out not in DTYPES:
+            raise TableError(s["out"].loc, f"unknown output dtype '{out}' of op '{op_name}'; give 'real' or one "
+                                           f"of: {', '.join(DTYPES)}")
+        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, out)
+    sizes = _strings(fields["sizes"][1], "sizes") if "sizes" in fields else ("size",)
+    return Category(name, _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs"), ops,
+                    sizes)
 
 
 def load_library(root: str) -> dict[str, Category]:

@@ -56,6 +56,9 @@ DTYPES: dict[str, DType] = {
     )
 }
 
+# The real dtype of each complex dtype (torch's toRealValueType).
+REAL_DTYPES = {"complex64": "float32"}
+
 LEVELS = (1, 2, 3, 4)
 LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
 
@@ -65,6 +68,7 @@ class Scalar:
     """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`."""
 
     name: str
+    ctype: str | None = None  # its C type; None: the kernel's element type T
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class KernelOp:
     scalars: tuple[Scalar, ...]
     dtypes: tuple[str, ...]  # dtypes the expression is written for
     loc: Location
+    out: str | None = None  # the output's dtype: None same as the input, "real" its real type, or a dtype name
 
     @property
     def id(self) -> str:
@@ -91,6 +96,7 @@ class Category:
     inputs: tuple[str, ...]  # pointer arguments read by the kernel
     outputs: tuple[str, ...]  # pointer arguments written
     ops: dict[str, KernelOp] = field(hash=False)
+    sizes: tuple[str, ...] = ("size",)  # the trailing size arguments of every kernel
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class Entry:
     dtypes: tuple[str, ...]
     stub: str | None  # DispatchStub override; default "<op>_stub"
     loc: Location
+    host: str | None = None  # a hand-written function aten_fpga::<host> (host/ps) that runs the op and its kernel
 
     @property
     def category(self) -> str:
@@ -130,6 +137,16 @@ class Kernel:
     def name(self) -> str:
         return f"v_{self.op.name}_{self.dtype.name}"
 
+    @property
+    def out(self) -> DType:
+        """The dtype of the kernel's output elements (its op's `out` rule applied to its dtype)."""
+        rule = self.op.out
+        if rule is None:
+            return self.dtype
+        if rule == "real":
+            return DTYPES[REAL_DTYPES.get(self.dtype.name, self.dtype.name)]
+        return DTYPES[rule]
+
     def source(self, level: int) -> str:
         """Path of the generated HLS source, relative to the generation root."""
         return f"hls/{self.op.category}/{self.name}_opt{level}.cpp"
@@ -146,6 +163,6 @@ class ResolvedEntry:
     schema: str  # the full schema, e.g. "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"
     structured_class: str  # "structured_ufunc_add_CPU": the CPU impl class whose meta and impl we reuse
     native_header: str  # "ATen/ops/add_native.h"
-    stub: str  # "add_stub"
-    stub_header: str  # "ATen/native/BinaryOps.h"
+    stub: str | None  # "add_stub"; None for a `host:` entry, whose host function runs the kernel
+    stub_header: str | None  # "ATen/native/BinaryOps.h"
     function: Any = field(compare=False, hash=False, repr=False)  # torchgen NativeFunction

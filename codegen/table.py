@@ -13,7 +13,7 @@ from . import yamlsrc
 from .model import DTYPES, Category, Entry, Kernel, KernelOp, ResolvedEntry, Table, TableError
 from .native import NativeTable, OpInfo, OpTable
 
-KEYS = ("kernel", "dtypes", "stub")  # `stub` is optional
+KEYS = ("kernel", "dtypes", "stub", "host")  # `stub` and `host` are optional
 REQUIRED = ("kernel", "dtypes")
 EXAMPLE = "add.out: {kernel: binary/add, dtypes: [float32]}"
 
@@ -92,7 +92,15 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
             not isinstance(stub.value, str) or not _IDENT.fullmatch(stub.value)):
         raise TableError(stub.loc, f"stub of '{func}' must be the C++ name of a DispatchStub (e.g. add_stub), "
                                    f"got {_describe(stub.value)}; omit it to use '<op>_stub'")
-    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc)
+    host = fields.get("host")
+    if host is not None and (not isinstance(host.value, str) or not _IDENT.fullmatch(host.value)):
+        raise TableError(host.loc, f"host of '{func}' must be the C++ name of a function in namespace aten_fpga "
+                                   f"(host/ps) that runs the op, got {_describe(host.value)}")
+    if host is not None and stub is not None and stub.value is not None:
+        raise TableError(stub.loc, f"'{func}' names a host function, which runs its kernel itself (ATen's stubs "
+                                   "are not callable from outside libtorch): remove 'stub:'")
+    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc,
+                 host.value if host is not None else None)
 
 
 def load_table(path: str) -> Table:
@@ -130,6 +138,8 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
         close += [n for n in out_overloads(ops, base) if n not in close]
         hint = f"; closest: {', '.join(dict.fromkeys(close[:4]))}" if close else ""
         return TableError(e.loc, f"unknown ATen op '{e.func}' {_where(ops)}{hint}")
+    if e.host is not None:
+        return None  # hand-written in host/ps: any overload, structured or not
     if info.structured_delegate is not None:
         return TableError(e.loc, f"'{e.func}' is a functional/in-place variant that delegates to "
                                  f"'{info.structured_delegate}'; list '{info.structured_delegate}' instead "
@@ -144,20 +154,23 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
             return TableError(e.loc, f"'{e.func}' is a functional/in-place overload, and its out= overload "
                                      f"{' / '.join(repr(o) for o in outs[:3])} is not a structured op "
                                      f"{_where(ops)}, so the generator cannot register it: hand-write its "
-                                     "kernel in host/ps or remove the entry")
+                                     "kernel in host/ps (a function in namespace aten_fpga, named with 'host:') "
+                                     "or remove the entry")
         return TableError(e.loc, f"'{e.func}' is not an out= overload and has none: the generator registers "
-                                 "only the out= overloads of structured ops; hand-write its kernel in host/ps "
-                                 "or remove the entry")
+                                 "only the out= overloads of structured ops; hand-write its kernel in host/ps"
+                                 " (a function in namespace aten_fpga, named with 'host:') or remove the entry")
     if not info.structured:
         return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}: the generator reuses "
                                  "ATen's structured meta and CPU impl, so this op needs a hand-written kernel "
-                                 "in host/ps; remove the entry")
+                                 "in host/ps (a function in namespace aten_fpga, named with 'host:'), or remove "
+                                 "the entry")
     if info.cpu_kernel is None:
         return TableError(e.loc, f"'{e.func}' has no CPU kernel {_where(ops)} (the generator subclasses its "
                                  "structured CPU impl); remove the entry")
     if info.precomputed:
         return TableError(e.loc, f"'{e.func}' uses precomputed meta arguments, which the generator does not "
-                                 "support; remove the entry or hand-write its kernel in host/ps")
+                                 "support; remove the entry or hand-write its kernel in host/ps (a function in "
+                                 "namespace aten_fpga, named with 'host:')")
     return None
 
 
@@ -212,7 +225,7 @@ def entry_errors(e: Entry, ops: OpTable, library: dict[str, Category], stubs: di
     (only the installed torch's headers declare them)."""
     errors = [err for err in (op_error(e, ops),) if err is not None]
     errors += kernel_of(e, library)[1]
-    if not errors and stubs is not None:
+    if not errors and stubs is not None and e.host is None:
         errors += [err for err in (stub_error(e, ops.ops[e.func], stubs, owner),) if err is not None]
     return errors
 
@@ -236,9 +249,9 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
             raise errors[0]
         f = native.functions[e.func]
         op, _ = kernel_of(e, library)
-        stub = stub_of(e, ops.ops[e.func])
+        stub = None if e.host else stub_of(e, ops.ops[e.func])
         kernels = tuple(Kernel(op, DTYPES[d]) for d in e.dtypes)
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
-            stub, stubs[stub], f))
+            stub, stubs[stub] if stub else None, f))
     return tuple(resolved)

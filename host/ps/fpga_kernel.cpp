@@ -106,6 +106,8 @@ Port output_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dty
   return {tmp, allocation_of(tmp), 0, true};
 }
 
+}  // namespace
+
 uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
   uint64_t bits = 0;
   auto put = [&bits](const auto& v) { std::memcpy(&bits, &v, sizeof(v)); };
@@ -122,11 +124,7 @@ uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
   return bits;
 }
 
-}  // namespace
-
-void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars) {
-  const at::ScalarType dtype = iter.common_dtype();
-  const c10::Device where = iter.device(0);
+const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where) {
   Device& dev = device(where.index());
   TORCH_CHECK(!dev.image_path().empty(), "no fpga device image is loaded on ", where,
               ": build one with `scons`, then `import aten_fpga` (or aten_fpga.load(path))");
@@ -134,6 +132,15 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
   const std::string name = std::string("v_") + kernel.name + "_" + (dname ? dname : "unsupported");
   const KernelInfo* info = dname ? dev.find_kernel(name) : nullptr;
   if (info == nullptr) throw KernelUnavailable(name);
+  return *info;
+}
+
+void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars) {
+  const at::ScalarType dtype = iter.common_dtype();
+  const c10::Device where = iter.device(0);
+  Device& dev = device(where.index());
+  const KernelInfo* info = &kernel_for(kernel, dtype, where);
+  const std::string& name = info->name;
 
   const int nt = iter.ntensors(), nout = iter.noutputs();
   const size_t nscalars = info->args.size() - nt - 1;  // pointers, scalars, then size

@@ -31,8 +31,19 @@ class KernelUnavailable : public std::exception {
 
 void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars);
 
-// Binds a DispatchStub's function type to fpga_kernel: its extra arguments (alpha, bounds...)
-// become the kernel's scalar arguments, in order.
+// The driver of reductions (ATen's reduction stubs take a TensorIterator&): host/ps/fpga_reduce.cpp.
+void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars);
+
+struct KernelInfo;
+struct KernelArgInfo;
+// The loaded image's kernel v_<name>_<dtype> on device `where`; KernelUnavailable when it has none.
+const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where);
+// A scalar's bytes in the argument slot of kernel argument `arg`.
+uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg);
+
+// Binds a DispatchStub's function type to fpga_kernel (pointwise: TensorIteratorBase&) or
+// fpga_reduce (reductions: TensorIterator&): its extra arguments (alpha, p, correction...) become
+// the kernel's scalar arguments, in order.
 template <typename FnPtr>
 struct StubKernel;
 
@@ -42,6 +53,15 @@ struct StubKernel<void (*)(at::TensorIteratorBase&, A...)> {
   static void run(at::TensorIteratorBase& iter, A... args) {
     const c10::Scalar scalars[] = {c10::Scalar(args)..., c10::Scalar()};  // trailing entry: never empty
     fpga_kernel(iter, *K, c10::ArrayRef<c10::Scalar>(scalars, sizeof...(A)));
+  }
+};
+
+template <typename... A>
+struct StubKernel<void (*)(at::TensorIterator&, A...)> {
+  template <const KernelRef* K>
+  static void run(at::TensorIterator& iter, A... args) {
+    const c10::Scalar scalars[] = {c10::Scalar(args)..., c10::Scalar()};
+    fpga_reduce(iter, *K, c10::ArrayRef<c10::Scalar>(scalars, sizeof...(A)));
   }
 };
 

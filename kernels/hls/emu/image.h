@@ -63,7 +63,10 @@ afpga_emu_arg describe() {
   }
 }
 
-inline std::vector<afpga_emu_kernel>& registry() {
+// Hidden, so that each image has its own: with default visibility g++ makes this static local one
+// process-wide (STB_GNU_UNIQUE) object, and an image loaded after another would list -- and run --
+// the first image's kernels.
+__attribute__((visibility("hidden"))) inline std::vector<afpga_emu_kernel>& registry() {
   static std::vector<afpga_emu_kernel> kernels;
   return kernels;
 }

@@ -1,0 +1,282 @@
+// The reductions of kernels/hls/reduce: one functor per op, shared by every XCL_OPT level.
+//
+// A kernel reduces each row of a contiguous [outer, inner] input to one output element. It folds
+// the row's elements into independent partial accumulators with `add`, combines the partials
+// pairwise with `merge`, and turns the row's accumulator into the output with `finish`:
+//
+//   Acc identity()                        the accumulator of no elements
+//   Acc add(Acc a, T x, T k, uint64_t i)  a with element x (at index i of its row) folded in; k is the
+//                                         first element of the run of the row being folded (var's shift)
+//   Acc merge(Acc a, Acc b)               two accumulators of disjoint parts of a row; associative and
+//                                         commutative, so the pairwise order is free
+//   R finish(Acc a, uint64_t n)           the output of a row of n elements
+//
+// `add` is the only loop-carried step, so it is kept to an add or a compare-and-select: with
+// PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1.
+#pragma once
+
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <limits>
+
+#include "aten_fpga_hls.h"
+
+#if __has_include(<hls_half.h>)
+#include <hls_half.h>
+#else
+typedef _Float16 half;  // g++ (emulated device): IEEE binary16, the bits of torch.float16
+#endif
+
+namespace afpga {
+namespace reduce {
+
+// Independent accumulators per lane: element i joins accumulator i % PARTIALS, so each one is
+// updated every PARTIALS cycles -- longer than a double-precision adder's latency.
+const int PARTIALS = 16;
+
+// The accumulation type of each element type: as wide as ATen's CPU accumulation, or wider.
+template <typename T> struct Wide { typedef T type; };
+template <> struct Wide<float> { typedef double type; };
+template <> struct Wide<half> { typedef float type; };
+template <> struct Wide<int32_t> { typedef int64_t type; };
+template <> struct Wide<std::complex<float> > { typedef std::complex<double> type; };
+
+// The real type of a (possibly complex) type.
+template <typename T> struct Real { typedef T type; };
+template <typename T> struct Real<std::complex<T> > { typedef T type; };
+
+// Re(conj(a) * b): the dot product of two numbers as vectors; |a|^2 when b == a.
+template <typename T> inline T re_dot(T a, T b) { return a * b; }
+template <typename T> inline T re_dot(std::complex<T> a, std::complex<T> b) {
+  return a.real() * b.real() + a.imag() * b.imag();
+}
+
+// |x| in the accumulation type W (complex: sqrt(re^2 + im^2), which cannot overflow in double).
+template <typename W, typename T> inline W magnitude(T x) { return std::fabs(W(x)); }
+template <typename W, typename T> inline W magnitude(std::complex<T> x) {
+  return std::sqrt(re_dot(std::complex<W>(x), std::complex<W>(x)));
+}
+
+// The smallest and largest values of T (infinities for floating point).
+template <typename T> struct Limits {
+  static T lowest() { return std::numeric_limits<T>::lowest(); }
+  static T highest() { return std::numeric_limits<T>::max(); }
+};
+template <typename T> struct FloatLimits {
+  static T lowest() { return T(-INFINITY); }
+  static T highest() { return T(INFINITY); }
+};
+template <> struct Limits<float> : FloatLimits<float> {};
+template <> struct Limits<double> : FloatLimits<double> {};
+template <> struct Limits<half> : FloatLimits<half> {};
+
+template <typename T> inline bool is_nan(T x) { return x != x; }
+
+// max/min that propagate NaN, as ATen's amax/amin and inf-norms do.
+template <typename T> inline T max_nan(T a, T b) { return (is_nan(a) || a > b) ? a : b; }
+template <typename T> inline T min_nan(T a, T b) { return (is_nan(a) || a < b) ? a : b; }
+
+// Pairwise combination of N (a power of two) partial accumulators: a balanced tree of merges, so
+// each result is a sum of sums of equal size (the numerically sound order) and the tree is
+// log2(N) merges deep. Written as a compile-time recursion, so the tree is fully unrolled by any
+// compiler (v++, and g++ for the emulated device).
+template <class Op, int Lo, int N>
+struct Tree {
+  template <class A>
+  static A run(const Op& op, const A* p) {
+#pragma HLS INLINE
+    return op.merge(Tree<Op, Lo, N / 2>::run(op, p), Tree<Op, Lo + N / 2, N / 2>::run(op, p));
+  }
+};
+template <class Op, int Lo>
+struct Tree<Op, Lo, 1> {
+  template <class A>
+  static A run(const Op&, const A* p) {
+    return p[Lo];
+  }
+};
+
+template <class Op, int N>
+typename Op::Acc combine(const Op& op, const typename Op::Acc (&p)[N]) {
+#pragma HLS INLINE
+  return Tree<Op, 0, N>::run(op, p);
+}
+
+// --- The ops ---------------------------------------------------------------------------------
+
+// sum: in the wide type (float32 in double, float16 in float, int32 in int64).
+template <typename T, typename R>
+struct Sum {
+  typedef typename Wide<T>::type Acc;
+  Acc identity() const { return Acc(0); }
+  Acc add(Acc a, T x, T, uint64_t) const { return a + Acc(x); }
+  Acc merge(Acc a, Acc b) const { return a + b; }
+  R finish(Acc a, uint64_t) const { return R(a); }
+};
+
+// mean: the sum, divided once at the end (an empty row gives 0/0 = NaN, as ATen's does).
+template <typename T, typename R>
+struct Mean : Sum<T, R> {
+  typedef typename Sum<T, R>::Acc Acc;
+  R finish(Acc a, uint64_t n) const { return R(a / Acc(typename Real<Acc>::type(n))); }
+};
+
+template <typename T, typename R>
+struct Prod {
+  typedef typename Wide<T>::type Acc;
+  Acc identity() const { return Acc(1); }
+  Acc add(Acc a, T x, T, uint64_t) const { return a * Acc(x); }
+  Acc merge(Acc a, Acc b) const { return a * b; }
+  R finish(Acc a, uint64_t) const { return R(a); }
+};
+
+// amax / amin: NaN wins (ATen's max_values / min_values).
+template <typename T, typename R>
+struct Max {
+  typedef T Acc;
+  Acc identity() const { return Limits<T>::lowest(); }
+  Acc add(Acc a, T x, T, uint64_t) const { return max_nan(a, x); }
+  Acc merge(Acc a, Acc b) const { return max_nan(a, b); }
+  R finish(Acc a, uint64_t) const { return a; }
+};
+
+template <typename T, typename R>
+struct Min {
+  typedef T Acc;
+  Acc identity() const { return Limits<T>::highest(); }
+  Acc add(Acc a, T x, T, uint64_t) const { return min_nan(a, x); }
+  Acc merge(Acc a, Acc b) const { return min_nan(a, b); }
+  R finish(Acc a, uint64_t) const { return a; }
+};
+
+// argmax / argmin: a value and its index. ATen's order: NaN beats every number (the first NaN
+// wins), then the larger (smaller) value, then the smaller index -- a total order, so merging the
+// partials in any order gives the first index of the extremum.
+template <typename T>
+struct Best {
+  T value;
+  int64_t index;
+};
+
+template <typename T, bool Largest>
+inline bool beats(T a, int64_t ia, T b, int64_t ib) {
+  if (is_nan(a)) return !is_nan(b) || ia < ib;
+  if (is_nan(b)) return false;
+  if (a == b) return ia < ib;
+  return Largest ? a > b : a < b;
+}
+
+template <typename T, typename R, bool Largest>
+struct ArgBest {
+  typedef Best<T> Acc;
+  Acc identity() const {
+    // Loses to every element: the worst value, and an index after any real one.
+    Acc a = {Largest ? Limits<T>::lowest() : Limits<T>::highest(), std::numeric_limits<int64_t>::max()};
+    return a;
+  }
+  Acc add(Acc a, T x, T, uint64_t i) const {
+    Acc e = {x, int64_t(i)};
+    return beats<T, Largest>(x, int64_t(i), a.value, a.index) ? e : a;
+  }
+  Acc merge(Acc a, Acc b) const { return beats<T, Largest>(b.value, b.index, a.value, a.index) ? b : a; }
+  R finish(Acc a, uint64_t) const { return a.index; }
+};
+
+template <typename T, typename R> struct ArgMax : ArgBest<T, R, true> {};
+template <typename T, typename R> struct ArgMin : ArgBest<T, R, false> {};
+
+// all / any over bool (ATen casts other inputs to bool first).
+template <typename T, typename R>
+struct All {
+  typedef bool Acc;
+  Acc identity() const { return true; }
+  Acc add(Acc a, T x, T, uint64_t) const { return a && x; }
+  Acc merge(Acc a, Acc b) const { return a && b; }
+  R finish(Acc a, uint64_t) const { return a; }
+};
+
+template <typename T, typename R>
+struct Any {
+  typedef bool Acc;
+  Acc identity() const { return false; }
+  Acc add(Acc a, T x, T, uint64_t) const { return a || x; }
+  Acc merge(Acc a, Acc b) const { return a || b; }
+  R finish(Acc a, uint64_t) const { return a; }
+};
+
+// The vector p-norm (linalg.vector_norm): sum |x|^p, then the p-th root. p = 0 counts the nonzero
+// elements, +-inf take the largest/smallest |x| (NaN propagates); 1 and 2 avoid pow.
+template <typename T, typename R>
+struct Norm {
+  typedef typename Real<typename Wide<T>::type>::type Acc;
+  enum Mode { COUNT, ABS, SQUARE, POW, MAX, MIN };
+  Acc p;
+  Mode mode;
+  explicit Norm(double p_)
+      : p(Acc(p_)),
+        mode(p_ == 0 ? COUNT : p_ == 1 ? ABS : p_ == 2 ? SQUARE : p_ == INFINITY ? MAX : p_ == -INFINITY ? MIN : POW) {}
+  Acc identity() const { return mode == MIN ? Acc(INFINITY) : Acc(0); }
+  Acc add(Acc a, T x, T, uint64_t) const {
+    const Acc m = magnitude<Acc>(x);
+    switch (mode) {
+      case COUNT: return a + Acc(x != T(0));
+      case ABS: return a + m;
+      case SQUARE: return a + m * m;
+      case POW: return a + std::pow(m, p);
+      case MAX: return max_nan(a, m);
+      default: return min_nan(a, m);
+    }
+  }
+  Acc merge(Acc a, Acc b) const { return mode == MAX ? max_nan(a, b) : mode == MIN ? min_nan(a, b) : a + b; }
+  R finish(Acc a, uint64_t) const {
+    return R(mode == SQUARE ? std::sqrt(a) : mode == POW ? std::pow(a, Acc(1) / p) : a);
+  }
+};
+
+// var / std with Bessel's correction, in one pass: each run of a row accumulates its count and the
+// sums of (x - k) and |x - k|^2 about its first element k, which keeps the final subtraction free
+// of cancellation; `merge` re-centres one run's sums on the other's shift (Chan et al.'s pairwise
+// update). Complex inputs give the real variance E|x - mean|^2, as ATen's var of real + var of imag.
+template <typename T, typename R>
+struct StdVar {
+  typedef typename Wide<T>::type W;
+  typedef typename Real<W>::type Re;
+  struct Acc {
+    W shift;
+    uint64_t n;
+    W s1;   // sum of (x - shift)
+    Re s2;  // sum of |x - shift|^2
+  };
+  double correction;
+  bool take_sqrt;
+  StdVar(double correction_, bool take_sqrt_) : correction(correction_), take_sqrt(take_sqrt_) {}
+  Acc identity() const {
+    Acc a = {W(0), 0, W(0), Re(0)};
+    return a;
+  }
+  Acc add(Acc a, T x, T k, uint64_t) const {
+    const W d = W(x) - W(k);
+    Acc r = {W(k), a.n + 1, a.s1 + d, a.s2 + re_dot(d, d)};
+    return r;
+  }
+  Acc merge(Acc a, Acc b) const {
+    if (a.n == 0) return b;
+    if (b.n == 0) return a;
+    const W d = b.shift - a.shift;  // b's sums about a's shift: x - a.shift = (x - b.shift) + d
+    const Re nb = Re(b.n);
+    Acc r = {a.shift, a.n + b.n, a.s1 + b.s1 + nb * d, a.s2 + b.s2 + Re(2) * re_dot(d, b.s1) + nb * re_dot(d, d)};
+    return r;
+  }
+  R finish(Acc a, uint64_t) const {
+    const Re n = Re(a.n);
+    Re m2 = a.s2 - re_dot(a.s1, a.s1) / n;  // sum |x - mean|^2
+    if (m2 < Re(0)) m2 = Re(0);               // rounding; NaN passes through
+    const Re dof = n - Re(correction);
+    const Re v = m2 / (dof > Re(0) ? dof : Re(0));  // ATen: M2 / max(0, n - correction)
+    return R(take_sqrt ? std::sqrt(v) : v);
+  }
+};
+
+}  // namespace reduce
+}  // namespace afpga

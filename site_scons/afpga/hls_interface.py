@@ -77,8 +77,7 @@ def _split_params(text: str) -> list[str]:
 def _resolver(code: str):
     """Expand the file's `typedef X Name;` and `const int NAME = n;` inside a type, and drop the
     qualifiers of namespaces the file declares (the kernels keep their helpers in one)."""
-    names = dict(re.findall(r"\btypedef\s+([^;]+?)\s+(\w+)\s*;", code))
-    names = {n: t for t, n in names.items()}
+    names = {n: t for t, n in re.findall(r"\btypedef\s+([^;]+?)\s+(\w+)\s*;", code)}
     names.update(re.findall(r"\bconst\s+(?:int|unsigned|uint64_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;", code))
     namespaces = set(re.findall(r"\bnamespace\s+(\w+)\s*\{", code))
 

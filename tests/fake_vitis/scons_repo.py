@@ -12,7 +12,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent
-PARTS = ("SConstruct", "site_scons", "codegen", "kernels", "native_functions_fpga.yaml", "host")
+PARTS = ("SConstruct", "site_scons", "codegen", "kernels", "host")
+# The build tests' own table: small and fixed, so they stay fast and exact as the real table grows.
+TABLE = """\
+add.out: {kernel: binary/add, dtypes: [float32]}
+mul.out: {kernel: binary/mul, dtypes: [float32]}
+"""
 
 
 def make_repo(tmp: Path) -> Path:
@@ -24,6 +29,7 @@ def make_repo(tmp: Path) -> Path:
             shutil.copytree(src, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, repo / part)
+    (repo / "native_functions_fpga.yaml").write_text(TABLE)
     return repo
 
 

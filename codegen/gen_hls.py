@@ -32,7 +32,7 @@ def template_env(hls_root: str) -> jinja2.Environment:
 
 def arg_names(category: Category, kernel: Kernel) -> list[str]:
     """The top function's arguments, in order: the inputs, the outputs, the op's scalars, size."""
-    return [*category.inputs, *category.outputs, *(s.name for s in kernel.op.scalars), "size"]
+    return [*(p.name for p in kernel.ports), *(s.name for s in kernel.op.scalars), "size"]
 
 
 def generate_hls(entries: tuple[ResolvedEntry, ...], library: dict[str, Category],

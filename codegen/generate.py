@@ -17,10 +17,10 @@ HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
 
 
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
-    """The entries whose category or kernel op is named in `kernels` (all when empty)."""
+    """The entries one of whose kernels' category or op is named in `kernels` (all when empty)."""
     if not kernels:
         return entries
-    return tuple(r for r in entries if r.op.category in kernels or r.op.name in kernels)
+    return tuple(r for r in entries if any(k.op.category in kernels or k.op.name in kernels for k in r.kernels))
 
 
 def load(table_path: str, native_path: str | None = None):
@@ -68,13 +68,18 @@ def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[
     table = load_table(table_path)
     seen: dict[str, Kernel] = {}
     for e in table.entries:
-        cat = library.get(e.category)
-        op = cat.ops.get(e.kernel_name) if cat else None
-        if op is None:
-            raise TableError(e.loc, f"unknown kernel '{e.kernel}' (kernels/hls/{e.category}/ops.yaml)")
-        if not kernels or e.category in kernels or op.name in kernels:
-            for d in e.dtypes:
-                seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
+        ops = []
+        for kernel in e.kernel_names:
+            cat_name, op_name = kernel.split("/", 1)
+            cat = library.get(cat_name)
+            op = cat.ops.get(op_name) if cat else None
+            if op is None:
+                raise TableError(e.loc, f"unknown kernel '{kernel}' (kernels/hls/{cat_name}/ops.yaml)")
+            ops.append(op)
+        if not kernels or any(op.category in kernels or op.name in kernels for op in ops):
+            for op in ops:
+                for d in e.dtypes:
+                    seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
     ks = list(seen.values())
     return {
         "fpga_type": ["FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(unit_count(len(table.entries))))],

@@ -6,11 +6,35 @@ import os
 from . import yamlsrc
 from .model import DTYPES, LEVELS, Category, KernelOp, Location, Scalar, TableError
 
+SCALAR_KEYS = ("name", "dtype", "default")
+OP_KEYS = ("expr", "scalars", "dtypes", "types")
+
 
 def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
     if not isinstance(node.value, list) or not all(isinstance(v.value, str) for v in node.value):
         raise TableError(node.loc, f"'{what}' must be a list of names")
     return tuple(v.value for v in node.value)
+
+
+def _dtype(node: yamlsrc.Node, what: str) -> str:
+    if node.value not in DTYPES:
+        raise TableError(node.loc, f"unknown dtype {node.value!r} for {what}; known: {', '.join(DTYPES)}")
+    return node.value
+
+
+def _scalar(node: yamlsrc.Node) -> Scalar:
+    """`alpha`, or `{name: approximate, dtype: int32}` / `{name: posinf, default: max}`."""
+    if isinstance(node.value, str):
+        return Scalar(node.value)
+    if not isinstance(node.value, dict) or "name" not in node.value:
+        raise TableError(node.loc, "a scalar is a name or a mapping {name: ..., dtype: ..., default: ...}")
+    fields = {k: v for k, (_, v) in node.value.items()}
+    bad = [k for k in fields if k not in SCALAR_KEYS]
+    if bad:
+        raise TableError(node.loc, f"unknown scalar key(s) {', '.join(bad)}; allowed: {', '.join(SCALAR_KEYS)}")
+    dtype = _dtype(fields["dtype"], f"scalar {fields['name'].value}") if "dtype" in fields else None
+    default = str(fields["default"].value) if "default" in fields else None
+    return Scalar(str(fields["name"].value), dtype, default)
 
 
 def load_category(root: str, name: str) -> Category:
@@ -26,18 +50,33 @@ def load_category(root: str, name: str) -> Category:
     missing = [f"opt{n}.cpp.j2" for n in LEVELS if not os.path.exists(os.path.join(folder, f"opt{n}.cpp.j2"))]
     if missing:
         raise TableError(Location(path, 1), f"category '{name}' lacks templates {', '.join(missing)}")
+    inputs, outputs = _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs")
     ops: dict[str, KernelOp] = {}
     for op_name, (loc, spec) in fields["ops"][1].value.items():
         if not isinstance(spec.value, dict) or "expr" not in spec.value:
             raise TableError(loc, f"op '{op_name}' needs an 'expr'")
         s = {k: v for k, (_, v) in spec.value.items()}
+        bad = [k for k in s if k not in OP_KEYS]
+        if bad:
+            raise TableError(loc, f"unknown key(s) {', '.join(bad)} in op '{op_name}'; allowed: {', '.join(OP_KEYS)}")
         dtypes = _strings(s["dtypes"], "dtypes") if "dtypes" in s else tuple(DTYPES)
         for d in dtypes:
             if d not in DTYPES:
                 raise TableError(s["dtypes"].loc, f"unknown dtype '{d}'; known: {', '.join(DTYPES)}")
-        scalars = tuple(Scalar(n) for n in _strings(s["scalars"], "scalars")) if "scalars" in s else ()
-        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc)
-    return Category(name, _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs"), ops)
+        if "scalars" in s and not isinstance(s["scalars"].value, list):
+            raise TableError(s["scalars"].loc, f"'scalars' of op '{op_name}' must be a list")
+        scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
+        types: tuple[tuple[str, str], ...] = ()
+        if "types" in s:
+            if not isinstance(s["types"].value, dict):
+                raise TableError(s["types"].loc, f"'types' of op '{op_name}' maps ports to dtypes, e.g. {{out: bool}}")
+            types = tuple((port, _dtype(v, f"port {port}")) for port, (_, v) in s["types"].value.items())
+            unknown = [p for p, _ in types if p not in (*inputs, *outputs)]
+            if unknown:
+                raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
+                                                 f"the ports are {', '.join((*inputs, *outputs))}")
+        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, inputs, outputs, types)
+    return Category(name, inputs, outputs, ops)
 
 
 def load_library(root: str) -> dict[str, Category]:

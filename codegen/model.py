@@ -62,9 +62,28 @@ LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
 
 @dataclass(frozen=True)
 class Scalar:
-    """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`."""
+    """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`.
+
+    Its register holds the kernel dtype's opmath type (float for float16, as ATen passes it)
+    unless `dtype` names another (gelu's `approximate` is an int32 enum)."""
 
     name: str
+    dtype: str | None = None
+    # What the host passes when the stub's optional argument is empty: a number, or "max" /
+    # "lowest" of the kernel dtype (nan_to_num's posinf / neginf, as ATen resolves them).
+    default: str | None = None
+
+    def ctype(self) -> str:
+        return DTYPES[self.dtype].ctype if self.dtype else "M"
+
+
+@dataclass(frozen=True)
+class Port:
+    """A pointer argument of a kernel (an m_axi port) and the element type it carries."""
+
+    name: str
+    dtype: DType
+    is_output: bool
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,9 @@ class KernelOp:
     scalars: tuple[Scalar, ...]
     dtypes: tuple[str, ...]  # dtypes the expression is written for
     loc: Location
+    inputs: tuple[str, ...] = ()  # the category's pointer arguments, read
+    outputs: tuple[str, ...] = ()  # and written
+    port_dtypes: tuple[tuple[str, str], ...] = ()  # ports whose dtype is fixed (a comparison's bool out)
 
     @property
     def id(self) -> str:
@@ -102,6 +124,9 @@ class Entry:
     dtypes: tuple[str, ...]
     stub: str | None  # DispatchStub override; default "<op>_stub"
     loc: Location
+    # When the op's CPU impl picks one of several stubs (div's rounding modes, clamp's bounds):
+    # every (stub, kernel) it may call. `kernel` is one of them; `stub` is then None.
+    stubs: tuple[tuple[str, str], ...] = ()
 
     @property
     def category(self) -> str:
@@ -110,6 +135,11 @@ class Entry:
     @property
     def kernel_name(self) -> str:
         return self.kernel.split("/", 1)[1]
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """Every kernel the entry runs ("category/name"), `kernel` first."""
+        return tuple(dict.fromkeys((self.kernel, *(k for _, k in self.stubs))))
 
 
 @dataclass(frozen=True)
@@ -134,6 +164,19 @@ class Kernel:
         """Path of the generated HLS source, relative to the generation root."""
         return f"hls/{self.op.category}/{self.name}_opt{level}.cpp"
 
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        """The pointer arguments in ABI order (inputs, then outputs), each with its element dtype:
+        the kernel's, unless the op fixes it."""
+        fixed = dict(self.op.port_dtypes)
+        return tuple(Port(n, DTYPES[fixed[n]] if n in fixed else self.dtype, n in self.op.outputs)
+                     for n in (*self.op.inputs, *self.op.outputs))
+
+    @property
+    def lanes(self) -> int:
+        """Elements per cycle at XCL_OPT 4: the widest port moves one 512-bit word."""
+        return 512 // max(p.dtype.bits for p in self.ports)
+
 
 @dataclass(frozen=True)
 class ResolvedEntry:
@@ -149,3 +192,7 @@ class ResolvedEntry:
     stub: str  # "add_stub"
     stub_header: str  # "ATen/native/BinaryOps.h"
     function: Any = field(compare=False, hash=False, repr=False)  # torchgen NativeFunction
+    # Every stub the op's CPU impl may call, bound to its kernel: ((stub, header, KernelOp), ...).
+    bindings: tuple[tuple[str, str, KernelOp], ...] = ()
+    # For an op that is not structured: the CPU kernel the wrapper forwards to ("where_self_out").
+    cpu_kernel: str | None = None

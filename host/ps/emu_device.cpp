@@ -94,7 +94,7 @@ void EmuDevice::load_image(const std::string& path) {
       std::string arg_name;
       std::getline(names, arg_name, ',');
       const auto& d = ks[i].args[a];
-      info.args.push_back({arg_name, d.is_pointer != 0, d.bytes, d.type});
+      info.args.push_back({arg_name, d.is_pointer != 0, d.bytes, d.type, d.elem_bytes});
     }
     kernels.emplace(info.name, std::move(info));
   }

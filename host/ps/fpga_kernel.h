@@ -9,13 +9,18 @@
 #include <c10/core/Scalar.h>
 
 #include <exception>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 namespace aten_fpga {
 
 // A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>.
 struct KernelRef {
   const char* name;
+  // For stubs with optional arguments: per kernel scalar, comma separated, what an empty one
+  // means -- a number, or "max" / "lowest" of the kernel dtype (nan_to_num) -- or nullptr.
+  const char* defaults = nullptr;
 };
 
 // Thrown before any side effect when the image has no kernel for the iterator's dtype; the
@@ -29,19 +34,41 @@ class KernelUnavailable : public std::exception {
   std::string what_;
 };
 
-void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars);
+// Runs kernel v_<kernel.name>_<dtype> over the iterator. The dtype is the iterator's common dtype,
+// or its output's when the inputs have none (where's bool condition); each port's own dtype comes
+// from the kernel's argument metadata. `scalars` are the kernel's scalar arguments, in order;
+// an empty one takes kernel.defaults.
+void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
+                 c10::ArrayRef<std::optional<c10::Scalar>> scalars);
+
+// A stub's extra argument as a kernel scalar: Scalars and numbers as they are, enums (GeluType)
+// as their value, an empty optional as "use the default".
+template <typename A>
+std::optional<c10::Scalar> to_scalar(const A& a) {
+  if constexpr (std::is_enum_v<A>) {
+    return c10::Scalar(static_cast<int64_t>(a));
+  } else {
+    return c10::Scalar(a);
+  }
+}
+
+template <typename A>
+std::optional<c10::Scalar> to_scalar(const std::optional<A>& a) {
+  return a.has_value() ? to_scalar(*a) : std::nullopt;
+}
 
 // Binds a DispatchStub's function type to fpga_kernel: its extra arguments (alpha, bounds...)
-// become the kernel's scalar arguments, in order.
+// become the kernel's scalar arguments, in order. The iterator parameter is TensorIteratorBase&
+// or, for older stubs, TensorIterator&.
 template <typename FnPtr>
 struct StubKernel;
 
-template <typename... A>
-struct StubKernel<void (*)(at::TensorIteratorBase&, A...)> {
+template <typename Iter, typename... A>
+struct StubKernel<void (*)(Iter&, A...)> {
   template <const KernelRef* K>
-  static void run(at::TensorIteratorBase& iter, A... args) {
-    const c10::Scalar scalars[] = {c10::Scalar(args)..., c10::Scalar()};  // trailing entry: never empty
-    fpga_kernel(iter, *K, c10::ArrayRef<c10::Scalar>(scalars, sizeof...(A)));
+  static void run(Iter& iter, A... args) {
+    const std::optional<c10::Scalar> scalars[] = {to_scalar(args)..., std::nullopt};  // never empty
+    fpga_kernel(iter, *K, c10::ArrayRef<std::optional<c10::Scalar>>(scalars, sizeof...(A)));
   }
 };
 

@@ -127,8 +127,14 @@ def _kernel_ref(s: str, op: KernelOp) -> str:
     """The stub's kernel: its name and, when the stub passes optional arguments, the defaults the
     host substitutes for empty ones."""
     defaults = [sc.default or "" for sc in op.scalars]
-    extra = f', "{",".join(defaults)}"' if any(defaults) else ""
-    return f'static const aten_fpga::KernelRef fpga_{s}_kernel{{"{op.name}"{extra}}};'
+    fixed = dict(op.port_dtypes)
+    # The common dtype names the kernel, unless an input's dtype is fixed (where's condition):
+    # then the first input that takes the kernel dtype does (iterator operands: outputs first).
+    operand = -1
+    if any(p in fixed for p in op.inputs):
+        operand = len(op.outputs) + next(i for i, p in enumerate(op.inputs) if p not in fixed)
+    init = [f'"{op.name}"', f'"{",".join(defaults)}"' if any(defaults) else "nullptr", str(operand)]
+    return f'static const aten_fpga::KernelRef fpga_{s}_kernel{{{", ".join(init)}}};'
 
 
 def _unit(index: int, entries: tuple[ResolvedEntry, ...],

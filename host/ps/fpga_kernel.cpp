@@ -169,7 +169,7 @@ uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
 
 void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
-  const at::ScalarType dtype = iter.maybe_common_dtype().value_or(iter.dtype(0));
+  const at::ScalarType dtype = kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
   const c10::Device where = iter.device(0);
   Device& dev = device(where.index());
   TORCH_CHECK(!dev.image_path().empty(), "no fpga device image is loaded on ", where,

@@ -21,6 +21,9 @@ struct KernelRef {
   // For stubs with optional arguments: per kernel scalar, comma separated, what an empty one
   // means -- a number, or "max" / "lowest" of the kernel dtype (nan_to_num) -- or nullptr.
   const char* defaults = nullptr;
+  // Which iterator operand's dtype names the kernel: -1 for the iterator's common dtype. An op
+  // with an input of fixed dtype (where's bool condition) has no common dtype; it names another.
+  int dtype_operand = -1;
 };
 
 // Thrown before any side effect when the image has no kernel for the iterator's dtype; the
@@ -34,9 +37,8 @@ class KernelUnavailable : public std::exception {
   std::string what_;
 };
 
-// Runs kernel v_<kernel.name>_<dtype> over the iterator. The dtype is the iterator's common dtype,
-// or its output's when the inputs have none (where's bool condition); each port's own dtype comes
-// from the kernel's argument metadata. `scalars` are the kernel's scalar arguments, in order;
+// Runs kernel v_<kernel.name>_<dtype> over the iterator. The dtype is the iterator's common dtype
+// (or kernel.dtype_operand's); each port's own dtype comes from the kernel's argument metadata. `scalars` are the kernel's scalar arguments, in order;
 // an empty one takes kernel.defaults.
 void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars);

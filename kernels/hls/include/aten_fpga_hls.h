@@ -46,14 +46,36 @@ inline T add_alpha(T a, T b, T alpha) {
   }
 }
 
+// A value rounded to its type before the next operation. HLS always rounds so; the barrier keeps
+// g++ (12) from recognizing products added and subtracted in pairs (a complex product) in
+// vectorized loops, which it computes with fused vfmaddsub even under -ffp-contract=off.
+template <typename F>
+inline F rounded(F x) {
+#ifndef __SYNTHESIS__
+  asm("" : "+x"(x));
+#endif
+  return x;
+}
+
 // Complex product as ATen's Vectorized<c10::complex<float>> forms it: (ac - bd) + (ad + bc)i with
 // no fused operations and no C99 Annex G NaN recovery (std::complex's operator* has it).
 template <typename T>
 inline T mul(T a, T b) {
   if constexpr (is_complex<T>::value) {
-    return T(a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real());
+    return T(rounded(a.real() * b.real()) - rounded(a.imag() * b.imag()),
+             rounded(a.real() * b.imag()) + rounded(a.imag() * b.real()));
   } else {
     return a * b;
+  }
+}
+
+// -a; for complex ATen's vector loop computes 0 - a, so -0 parts become +0.
+template <typename T>
+inline T neg(T a) {
+  if constexpr (is_complex<T>::value) {
+    return T(0) - a;
+  } else {
+    return -a;
   }
 }
 

@@ -1,0 +1,53 @@
+"""Measure how far each transcendental pointwise kernel is from torch on the CPU, in ulps.
+
+    PYTHONPATH=$PWD python3 bench/ulp_pointwise.py [--level 4] [--n 1000000]
+
+Inputs: the special values of the tests and n values spread over each op's domain (normal around
+zero, wide log-uniform magnitudes of both signs). Prints the largest distance per op and the share
+of elements that differ at all; docs/kernels.md and tests/test_kernels_pointwise.py (ULP) carry
+the result.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import aten_fpga  # noqa: E402
+from test_kernels_pointwise import OPS, ULP, specials, ulp_distance  # noqa: E402
+
+
+def inputs(n: int, gen: torch.Generator) -> torch.Tensor:
+    normal = torch.randn(n // 2, generator=gen) * 2
+    mags = torch.exp(torch.empty(n - n // 2).uniform_(-60, 60, generator=gen))
+    signs = torch.randint(0, 2, mags.shape, generator=gen) * 2 - 1
+    return torch.cat([specials(torch.float32), normal, (mags * signs).float()])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--level", type=int, default=4)
+    p.add_argument("--n", type=int, default=1_000_000)
+    args = p.parse_args()
+    aten_fpga.load(args.level)
+    gen = torch.Generator().manual_seed(0)
+    print(f"{'op':<12} {'max ulp':>7} {'differ':>8}   (XCL_OPT {args.level}, {args.n} inputs per operand)")
+    for op in OPS:
+        if op.name not in ULP and op.name != "sqrt":
+            continue
+        xs = [inputs(args.n, gen) for _ in range(op.arity)]
+        if op.arity == 2:  # also small pairs, where pow/atan2/hypot/xlogy are most delicate
+            xs = [torch.cat([x, torch.randn(args.n // 4, generator=gen)]) for x in xs]
+        expected = op.fn(*xs)
+        actual = op.fn(*(x.to("fpga") for x in xs)).cpu()
+        differ = ((actual != expected) & ~(actual.isnan() & expected.isnan())).float().mean().item()
+        print(f"{op.name:<12} {ulp_distance(actual, expected):>7} {differ:>8.2%}")
+
+
+if __name__ == "__main__":
+    main()

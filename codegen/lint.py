@@ -143,7 +143,7 @@ def _loop_problems(text: str) -> list[str]:
     for i, j, pragmas, header in loops:
         unrolled = "UNROLL" in pragmas
         inner = [l for l in loops if i < l[0] < j and "UNROLL" not in l[2]]
-        calls_stage = any(re.search(rf"\b{f}\s*\(", text[i:j]) for f in stages)
+        calls_stage = any(re.search(rf"(?<![.\w]){f}\s*\(", text[i:j]) for f in stages)  # not s.read()
         if unrolled or inner or calls_stage:
             continue
         if not re.search(r"PIPELINE\s+II=1\b", pragmas):

@@ -175,8 +175,9 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
     if not info.structured:
         how = (f"name the DispatchStub its CPU kernel {info.cpu_kernel} calls with 'stub:' (the generator then "
                f"forwards to at::native::{info.cpu_kernel}), or it needs a hand-written kernel in host/ps"
-               if info.cpu_kernel else "so this op needs a hand-written kernel in host/ps; remove the entry")
-        return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}: {how}")
+               if info.cpu_kernel else "and has no CPU kernel to forward to: it needs a hand-written kernel in "
+               "host/ps; remove the entry")
+        return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}{':' if info.cpu_kernel else ''} {how}")
     if info.cpu_kernel is None:
         return TableError(e.loc, f"'{e.func}' has no CPU kernel {_where(ops)} (the generator subclasses its "
                                  "structured CPU impl); remove the entry")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 
 import pytest
@@ -132,7 +133,7 @@ def test_215_json(tmp_path, capsys):
 def test_215_project_table_is_valid(capsys):
     rc, out, _ = run(capsys, "--native-functions", os.path.dirname(V215))  # a version's folder works too
     assert rc == 0
-    assert "Unchanged and valid (2): add.out, mul.out" in out
+    assert re.search(r"Unchanged and valid \(\d+\): add\.out, sub\.out, mul\.out, ", out), out
     assert "Result: the table is valid for PyTorch 2.15.0: exit 0" in out
 
 

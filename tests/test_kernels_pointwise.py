@@ -77,6 +77,11 @@ def scalar_tail(*xs):
     return torch.arange(n) >= n - n % per_iteration
 
 
+def complex_scalar_tail(x, *rest):
+    """The scalar tail, for complex operands only (where ATen's complex tail differs)."""
+    return scalar_tail(x) if x.is_complex() else torch.zeros(x.shape, dtype=B)
+
+
 def huge_quotient(x, y):
     """ATen's vector fmod (Sleef) returns NaN where |x / y| is near or past FLT_MAX (fmod(1, 1e-40));
     its scalar tail and IEEE give the remainder, as our kernel does (docs/kernels.md)."""
@@ -88,7 +93,7 @@ OPS = [
     b("add", lambda x, y: torch.add(x, y, alpha=alpha(x)), ARITH),
     b("add_default_alpha", lambda x, y: x + y, ARITH, ("add.out",)),
     b("sub", lambda x, y: torch.sub(x, y, alpha=alpha(x)), ARITH),
-    b("mul", torch.mul, ARITH, skip=lambda x, y: scalar_tail(x) if x.is_complex() else torch.zeros(x.shape, dtype=B)),
+    b("mul", torch.mul, ARITH, skip=complex_scalar_tail),
     b("div", torch.div, FLOATS),
     b("div_trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc"), FLOATS, ("div.out_mode",)),
     b("div_floor", lambda x, y: torch.div(x, y, rounding_mode="floor"), FLOATS, ("div.out_mode",)),
@@ -116,7 +121,7 @@ OPS = [
     u("abs", torch.abs, REAL),
     u("neg", torch.neg, ARITH),
     u("sign", torch.sign, REAL),
-    u("sgn", torch.sgn, REAL),
+    Op("sgn", ("sgn.out",), torch.sgn, 1, (F32, F16, C64, I32, I64), skip=complex_scalar_tail),
     u("reciprocal", torch.reciprocal, FLOATS),
     u("sqrt", torch.sqrt, FLOATS),
     u("rsqrt", torch.rsqrt),

@@ -176,10 +176,20 @@ inline T abs(T a) {
   }
 }
 
-// sign: -1, 0 or 1; 0 for NaN and for both zeros.
+// sign: -1, 0 or 1; 0 for NaN and for both zeros. For complex (torch.sgn) z / |z|, 0 for 0, and
+// NaN in both parts when either part of the quotient is NaN.
 template <typename T>
 inline T sign(T a) {
-  return T((T(0) < a) - (a < T(0)));
+  if constexpr (is_complex<T>::value) {
+    typedef typename T::value_type R;
+    const R m = hls::hypot(a.real(), a.imag());
+    if (m == R(0)) return T(0);
+    const R re = a.real() / m, im = a.imag() / m;
+    if (hls::isnan(re) || hls::isnan(im)) return T(std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::quiet_NaN());
+    return T(re, im);
+  } else {
+    return T((T(0) < a) - (a < T(0)));
+  }
 }
 
 // Round half to even (std::nearbyint in the default rounding mode), as torch.round.

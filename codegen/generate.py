@@ -30,13 +30,13 @@ def load(table_path: str, native_path: str | None = None):
     return entries, library
 
 
-def manifest(entries: tuple[ResolvedEntry, ...], library) -> str:
+def manifest(entries: tuple[ResolvedEntry, ...]) -> str:
     """kernels.json: what each op runs, for SCons (which sources exist) and the build report."""
     doc = {
         "ops": {r.entry.func: {"kernel": r.entry.kernel, "stub": r.stub,
                                "kernels": [k.name for k in r.kernels]} for r in entries},
         "kernels": {k.name: {"category": k.op.category, "op": k.op.name, "dtype": k.dtype.name,
-                             "args": arg_names(library[k.op.category], k),
+                             "args": arg_names(k),
                              "sources": {str(l): k.source(l) for l in LEVELS}}
                     for k in kernels_of(entries)},
     }
@@ -90,10 +90,10 @@ def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[
 
 
 def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = ()):
-    entries, library = load(table_path)
+    entries, _ = load(table_path)
     chosen = select(entries, kernels)
     files = generate_fpga_type(entries)  # the host registers every entry; missing kernels fall back
-    files.update(generate_hls(chosen, library, template_env(HLS_ROOT), levels))
-    files["kernels.json"] = manifest(chosen, library)
+    files.update(generate_hls(chosen, template_env(HLS_ROOT), levels))
+    files["kernels.json"] = manifest(chosen)
     changed = [rel for rel, text in sorted(files.items()) if write_if_changed(os.path.join(out_dir, rel), text)]
     return sorted(files), changed

@@ -488,10 +488,10 @@ def test_stub_mapping_kernels_support_the_dtypes(tmp_path, native, library, stub
     path, err = resolve_error(tmp_path, """
         div.out_mode:
           kernel: binary/div
-          stub: {div_true_stub: binary/div, div_floor_stub: binary/div_floor, div_trunc_stub: binary/remainder}
+          stub: {div_true_stub: binary/div, div_floor_stub: binary/div_floor, div_trunc_stub: binary/bitwise_and}
           dtypes: [float16]
     """, native, library, stubs)
-    assert_error(err, path, 1, "unsupported dtype float16 in 'div.out_mode': kernel 'binary/remainder'")
+    assert_error(err, path, 1, "unsupported dtype float16 in 'div.out_mode': kernel 'binary/bitwise_and'")
 
 
 def test_not_structured_with_a_stub_forwards_to_the_cpu_kernel(tmp_path, native, library, stubs):

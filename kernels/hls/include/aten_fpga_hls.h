@@ -115,12 +115,13 @@ inline T pow_scalar(T a, T e) {
   return hls::pow(a, e);
 }
 
-// x * log(y), with 0 * log(y) = 0 unless y is NaN.
-template <typename T>
-inline T xlogy(T x, T y) {
+// x * log(y), with 0 * log(y) = 0 unless y is NaN. ATen's (scalar) kernel computes in the
+// tensor dtype T, so for float16 log(y) is rounded to half before the product.
+template <typename T, typename M>
+inline M xlogy(M x, M y) {
   if (hls::isnan(y)) return y;
-  if (x == T(0)) return T(0);
-  return x * hls::log(y);
+  if (x == M(0)) return M(0);
+  return x * M(T(hls::log(y)));
 }
 
 // --- comparisons that propagate NaN -------------------------------------------------------------

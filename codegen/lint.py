@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import re
 import sys
@@ -152,10 +153,19 @@ def _loop_problems(text: str) -> list[str]:
 
 
 def lint_tree(gen_root: str, levels=(1, 2, 3, 4)) -> dict[str, list[str]]:
-    """{kernel source: problems} for the generated kernels of the given levels under gen_root."""
+    """{kernel source: problems} for the generated kernels of the given levels under gen_root: those
+    its kernels.json lists (sources of kernels no longer in the table may linger), else all found."""
+    manifest = os.path.join(gen_root, "kernels.json")
+    listed = None
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            listed = {os.path.join(gen_root, k["sources"][str(level)])
+                      for k in json.load(f)["kernels"].values() for level in levels}
     found = {}
     for level in levels:
         for path in sorted(glob.glob(os.path.join(gen_root, "hls", "*", f"*_opt{level}.cpp"))):
+            if listed is not None and path not in listed:
+                continue
             with open(path, encoding="utf-8") as f:
                 found[path] = lint_source(f.read(), level)
     return found

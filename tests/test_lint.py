@@ -2,6 +2,7 @@
 rule catches a template broken on purpose (a copy of kernels/hls in tmp_path, edited)."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -103,3 +104,7 @@ def test_cli_reports_and_fails(tmp_path, broken, capsys):
     out = capsys.readouterr().out
     assert "v_add_float32_opt2.cpp: dataflow" in out and "v_mul" not in out.split("lint:")[0]
     assert main([str(tmp_path / "nothing")]) == 1
+    # With a manifest only the kernels it lists are linted (a stale source is not).
+    (tmp_path / "gen" / "kernels.json").write_text(json.dumps(
+        {"kernels": {"v_mul_float32": {"sources": {str(l): f"hls/binary/v_mul_float32_opt{l}.cpp" for l in LEVELS}}}}))
+    assert main([str(tmp_path / "gen"), "--level", "2"]) == 0

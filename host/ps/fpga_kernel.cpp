@@ -133,12 +133,10 @@ at::ScalarType port_dtype(const KernelArgInfo& arg, const std::string& kernel) {
 
 // An omitted optional scalar: ATen's default, which may depend on the kernel dtype.
 c10::Scalar default_scalar(const KernelRef& kernel, size_t index, at::ScalarType dtype) {
-  std::string spec;
-  if (kernel.defaults != nullptr) {
-    std::stringstream all(kernel.defaults);
-    for (size_t i = 0; i <= index && std::getline(all, spec, ','); ++i) {
-    }
-  }
+  std::vector<std::string> specs;
+  std::stringstream all(kernel.defaults != nullptr ? kernel.defaults : "");
+  for (std::string s; std::getline(all, s, ',');) specs.push_back(s);
+  const std::string spec = index < specs.size() ? specs[index] : "";
   TORCH_CHECK(!spec.empty(), "kernel ", kernel.name, ": scalar ", index, " was omitted and has no default; ",
               "give it one in the op's ops.yaml scalars (default:)");
   if (spec == "max" || spec == "lowest") {
@@ -184,6 +182,11 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   TORCH_CHECK(info->args.size() >= static_cast<size_t>(nt) + 1 && nscalars == scalars.size(), name,
               " takes ", info->args.size(), " arguments; the op passes ", nt, " tensors and ", scalars.size(),
               " scalars (template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars')");
+  for (size_t a = 0; a < info->args.size(); ++a) {
+    TORCH_CHECK(info->args[a].is_pointer == (a < static_cast<size_t>(nt)), name, ": argument ", info->args[a].name,
+                " should be ", a < static_cast<size_t>(nt) ? "a pointer (one per tensor: inputs, then outputs)"
+                                                           : "a scalar (scalars and size follow the pointers)");
+  }
   const int64_t n = iter.numel();
   if (n == 0) return;
   c10::DeviceGuard guard(where);

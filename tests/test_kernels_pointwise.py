@@ -96,6 +96,7 @@ OPS = [
     # binary
     b("add", lambda x, y: torch.add(x, y, alpha=alpha(x)), ARITH),
     b("add_default_alpha", lambda x, y: x + y, ARITH, ("add.out",)),
+    b("add_complex_alpha", lambda x, y: torch.add(x, y, alpha=0.5 - 0.25j), (C64,), ("add.out",)),
     b("sub", lambda x, y: torch.sub(x, y, alpha=alpha(x)), ARITH),
     b("mul", torch.mul, ARITH, skip=tail_of(C64)),
     b("div", torch.div, FLOATS),

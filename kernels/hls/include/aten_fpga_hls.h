@@ -34,18 +34,6 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T>;
 
 // --- arithmetic ---------------------------------------------------------------------------------
 
-// a + alpha * b as ATen's CPU kernel rounds it: its vectorized loop uses one fused multiply-add
-// (vec::fmadd) for floating types, so we do too; with alpha == 1 this is the correctly rounded
-// a + b. sub is add with -alpha (ATen's sub_kernel calls add_kernel so).
-template <typename T>
-inline T add_alpha(T a, T b, T alpha) {
-  if constexpr (is_float_v<T>) {
-    return hls::fma(b, alpha, a);
-  } else {
-    return a + alpha * b;  // integers wrap; complex: ATen multiplies then adds
-  }
-}
-
 // A value rounded to its type before the next operation. HLS always rounds so; the barrier keeps
 // g++ (12) from recognizing products added and subtracted in pairs (a complex product) in
 // vectorized loops, which it computes with fused vfmaddsub even under -ffp-contract=off.
@@ -66,6 +54,18 @@ inline T mul(T a, T b) {
              rounded(a.real() * b.imag()) + rounded(a.imag() * b.real()));
   } else {
     return a * b;
+  }
+}
+
+// a + alpha * b as ATen's CPU kernel rounds it: its vectorized loop uses one fused multiply-add
+// (vec::fmadd) for floating types, so we do too; with alpha == 1 this is the correctly rounded
+// a + b. sub is add with -alpha (ATen's sub_kernel calls add_kernel so).
+template <typename T>
+inline T add_alpha(T a, T b, T alpha) {
+  if constexpr (is_float_v<T>) {
+    return hls::fma(b, alpha, a);
+  } else {
+    return a + mul(b, alpha);  // integers wrap; complex: ATen's fmadd multiplies, then adds
   }
 }
 

@@ -256,13 +256,13 @@ inline T nan_to_num(T a, T nan, T posinf, T neginf) {
 
 // --- ternary ------------------------------------------------------------------------------------
 
-// self + value * t1 * t2 as ATen fuses it: fma(value * t1, t2, self).
+// self + value * t1 * t2 as ATen fuses it: fma(value * t1, t2, self); complex: unfused.
 template <typename T>
 inline T addcmul(T self, T t1, T t2, T value) {
   if constexpr (is_float_v<T>) {
     return hls::fma(value * t1, t2, self);
   } else {
-    return self + value * t1 * t2;
+    return self + mul(mul(value, t1), t2);
   }
 }
 
@@ -271,11 +271,17 @@ inline T addcdiv(T self, T t1, T t2, T value) {
   return self + (value * t1) / t2;
 }
 
-// lerp as ATen's vector loop: one fma from whichever end the weight is closer to.
+// lerp as ATen's vector loop: one fma from whichever end the weight is closer to (complex: a
+// product, then a sum; |weight| is hypot).
 template <typename T>
 inline T lerp(T start, T end, T weight) {
   const T diff = end - start;
-  return hls::fabs(weight) < T(0.5) ? hls::fma(weight, diff, start) : hls::fma(weight - T(1), diff, end);
+  if constexpr (is_complex<T>::value) {
+    const bool small = hls::hypot(weight.real(), weight.imag()) < 0.5f;
+    return small ? mul(weight, diff) + start : mul(weight - T(1), diff) + end;
+  } else {
+    return hls::fabs(weight) < T(0.5) ? hls::fma(weight, diff, start) : hls::fma(weight - T(1), diff, end);
+  }
 }
 
 }  // namespace afpga

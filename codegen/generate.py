@@ -17,10 +17,10 @@ HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
 
 
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
-    """The entries whose category or kernel op is named in `kernels` (all when empty)."""
+    """The entries one of whose kernels' category or op is named in `kernels` (all when empty)."""
     if not kernels:
         return entries
-    return tuple(r for r in entries if r.op.category in kernels or r.op.name in kernels)
+    return tuple(r for r in entries if any(k.op.category in kernels or k.op.name in kernels for k in r.kernels))
 
 
 def load(table_path: str, native_path: str | None = None):
@@ -30,13 +30,13 @@ def load(table_path: str, native_path: str | None = None):
     return entries, library
 
 
-def manifest(entries: tuple[ResolvedEntry, ...], library) -> str:
+def manifest(entries: tuple[ResolvedEntry, ...]) -> str:
     """kernels.json: what each op runs, for SCons (which sources exist) and the build report."""
     doc = {
         "ops": {r.entry.func: {"kernel": r.entry.kernel, "stub": r.stub,
                                "kernels": [k.name for k in r.kernels]} for r in entries},
         "kernels": {k.name: {"category": k.op.category, "op": k.op.name, "dtype": k.dtype.name,
-                             "args": arg_names(library[k.op.category], k),
+                             "args": arg_names(k),
                              "sources": {str(l): k.source(l) for l in LEVELS}}
                     for k in kernels_of(entries)},
     }
@@ -68,13 +68,18 @@ def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[
     table = load_table(table_path)
     seen: dict[str, Kernel] = {}
     for e in table.entries:
-        cat = library.get(e.category)
-        op = cat.ops.get(e.kernel_name) if cat else None
-        if op is None:
-            raise TableError(e.loc, f"unknown kernel '{e.kernel}' (kernels/hls/{e.category}/ops.yaml)")
-        if not kernels or e.category in kernels or op.name in kernels:
-            for d in e.dtypes:
-                seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
+        ops = []
+        for kernel in e.kernel_names:
+            cat_name, op_name = kernel.split("/", 1)
+            cat = library.get(cat_name)
+            op = cat.ops.get(op_name) if cat else None
+            if op is None:
+                raise TableError(e.loc, f"unknown kernel '{kernel}' (kernels/hls/{cat_name}/ops.yaml)")
+            ops.append(op)
+        if not kernels or any(op.category in kernels or op.name in kernels for op in ops):
+            for op in ops:
+                for d in e.dtypes:
+                    seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
     ks = list(seen.values())
     return {
         "fpga_type": ["FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(unit_count(len(table.entries))))],
@@ -85,10 +90,10 @@ def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[
 
 
 def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = ()):
-    entries, library = load(table_path)
+    entries, _ = load(table_path)
     chosen = select(entries, kernels)
     files = generate_fpga_type(entries)  # the host registers every entry; missing kernels fall back
-    files.update(generate_hls(chosen, library, template_env(HLS_ROOT), levels))
-    files["kernels.json"] = manifest(chosen, library)
+    files.update(generate_hls(chosen, template_env(HLS_ROOT), levels))
+    files["kernels.json"] = manifest(chosen)
     changed = [rel for rel, text in sorted(files.items()) if write_if_changed(os.path.join(out_dir, rel), text)]
     return sorted(files), changed

@@ -6,6 +6,10 @@ import os
 from . import yamlsrc
 from .model import DTYPES, LEVELS, Category, KernelOp, Location, Scalar, TableError
 
+SCALAR_KEYS = ("name", "dtype", "default")
+DRIVERS = ("pointwise", "reduce")  # host/ps/fpga_kernel.cpp, host/ps/fpga_reduce.cpp
+OP_KEYS = ("expr", "scalars", "dtypes", "types")
+
 
 def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
     if not isinstance(node.value, list) or not all(isinstance(v.value, str) for v in node.value):
@@ -13,21 +17,27 @@ def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
     return tuple(v.value for v in node.value)
 
 
-def _scalars(node: yamlsrc.Node) -> tuple[Scalar, ...]:
-    """`[alpha]` (registers of the element type T) or `[{p: double}]` (a register of its own C type)."""
-    if not isinstance(node.value, list):
-        raise TableError(node.loc, "'scalars' must be a list of names or {name: C type} mappings")
-    out = []
-    for v in node.value:
-        if isinstance(v.value, str):
-            out.append(Scalar(v.value))
-        elif (isinstance(v.value, dict) and len(v.value) == 1
-              and isinstance(next(iter(v.value.values()))[1].value, str)):
-            (sname, (_, ctype)), = v.value.items()
-            out.append(Scalar(sname, ctype.value))
-        else:
-            raise TableError(v.loc, "a scalar is a name (of type T) or one {name: C type} mapping, e.g. {p: double}")
-    return tuple(out)
+def _dtype(node: yamlsrc.Node, what: str, real: bool = False) -> str:
+    """A dtype name; with `real`, also "real": the real type of the kernel's dtype (norm of complex)."""
+    if node.value not in DTYPES and not (real and node.value == "real"):
+        raise TableError(node.loc, f"unknown dtype {node.value!r} for {what}; known: {', '.join(DTYPES)}"
+                                   + (", or real" if real else ""))
+    return node.value
+
+
+def _scalar(node: yamlsrc.Node) -> Scalar:
+    """`alpha`, or `{name: approximate, dtype: int32}` / `{name: posinf, default: max}`."""
+    if isinstance(node.value, str):
+        return Scalar(node.value)
+    if not isinstance(node.value, dict) or "name" not in node.value:
+        raise TableError(node.loc, "a scalar is a name or a mapping {name: ..., dtype: ..., default: ...}")
+    fields = {k: v for k, (_, v) in node.value.items()}
+    bad = [k for k in fields if k not in SCALAR_KEYS]
+    if bad:
+        raise TableError(node.loc, f"unknown scalar key(s) {', '.join(bad)}; allowed: {', '.join(SCALAR_KEYS)}")
+    dtype = _dtype(fields["dtype"], f"scalar {fields['name'].value}") if "dtype" in fields else None
+    default = str(fields["default"].value) if "default" in fields else None
+    return Scalar(str(fields["name"].value), dtype, default)
 
 
 def load_category(root: str, name: str) -> Category:
@@ -43,24 +53,38 @@ def load_category(root: str, name: str) -> Category:
     missing = [f"opt{n}.cpp.j2" for n in LEVELS if not os.path.exists(os.path.join(folder, f"opt{n}.cpp.j2"))]
     if missing:
         raise TableError(Location(path, 1), f"category '{name}' lacks templates {', '.join(missing)}")
+    inputs, outputs = _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs")
+    sizes = _strings(fields["sizes"][1], "sizes") if "sizes" in fields else ("size",)
+    driver = fields["driver"][1].value if "driver" in fields else "pointwise"
+    if driver not in DRIVERS:
+        raise TableError(fields["driver"][1].loc, f"unknown driver {driver!r}; known: {', '.join(DRIVERS)}")
     ops: dict[str, KernelOp] = {}
     for op_name, (loc, spec) in fields["ops"][1].value.items():
         if not isinstance(spec.value, dict) or "expr" not in spec.value:
             raise TableError(loc, f"op '{op_name}' needs an 'expr'")
         s = {k: v for k, (_, v) in spec.value.items()}
+        bad = [k for k in s if k not in OP_KEYS]
+        if bad:
+            raise TableError(loc, f"unknown key(s) {', '.join(bad)} in op '{op_name}'; allowed: {', '.join(OP_KEYS)}")
         dtypes = _strings(s["dtypes"], "dtypes") if "dtypes" in s else tuple(DTYPES)
         for d in dtypes:
             if d not in DTYPES:
                 raise TableError(s["dtypes"].loc, f"unknown dtype '{d}'; known: {', '.join(DTYPES)}")
-        scalars = _scalars(s["scalars"]) if "scalars" in s else ()
-        out = s["out"].value if "out" in s else None
-        if out is not None and out != "real" and out not in DTYPES:
-            raise TableError(s["out"].loc, f"unknown output dtype '{out}' of op '{op_name}'; give 'real' or one "
-                                           f"of: {', '.join(DTYPES)}")
-        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, out)
-    sizes = _strings(fields["sizes"][1], "sizes") if "sizes" in fields else ("size",)
-    return Category(name, _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs"), ops,
-                    sizes)
+        if "scalars" in s and not isinstance(s["scalars"].value, list):
+            raise TableError(s["scalars"].loc, f"'scalars' of op '{op_name}' must be a list")
+        scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
+        types: tuple[tuple[str, str], ...] = ()
+        if "types" in s:
+            if not isinstance(s["types"].value, dict):
+                raise TableError(s["types"].loc, f"'types' of op '{op_name}' maps ports to dtypes, e.g. {{out: bool}}")
+            types = tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
+            unknown = [p for p, _ in types if p not in (*inputs, *outputs)]
+            if unknown:
+                raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
+                                                 f"the ports are {', '.join((*inputs, *outputs))}")
+        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, inputs, outputs, types,
+                                sizes, driver)
+    return Category(name, inputs, outputs, ops)
 
 
 def load_library(root: str) -> dict[str, Category]:

@@ -65,10 +65,30 @@ LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
 
 @dataclass(frozen=True)
 class Scalar:
-    """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`."""
+    """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`.
+
+    Its register holds the kernel dtype's opmath type (float for float16, as ATen passes it)
+    unless `dtype` names another (gelu's `approximate` is an int32 enum)."""
 
     name: str
-    ctype: str | None = None  # its C type; None: the kernel's element type T
+    dtype: str | None = None
+    # What the host passes when the stub's optional argument is empty: a number, or "max" /
+    # "lowest" of the kernel dtype (nan_to_num's posinf / neginf, as ATen resolves them).
+    default: str | None = None
+
+    @property
+    def ctype(self) -> str | None:
+        """Its C type, or None: the template's default (the opmath type, or the element type)."""
+        return DTYPES[self.dtype].ctype if self.dtype else None
+
+
+@dataclass(frozen=True)
+class Port:
+    """A pointer argument of a kernel (an m_axi port) and the element type it carries."""
+
+    name: str
+    dtype: DType
+    is_output: bool
 
 
 @dataclass(frozen=True)
@@ -81,7 +101,11 @@ class KernelOp:
     scalars: tuple[Scalar, ...]
     dtypes: tuple[str, ...]  # dtypes the expression is written for
     loc: Location
-    out: str | None = None  # the output's dtype: None same as the input, "real" its real type, or a dtype name
+    inputs: tuple[str, ...] = ()  # the category's pointer arguments, read
+    outputs: tuple[str, ...] = ()  # and written
+    port_dtypes: tuple[tuple[str, str], ...] = ()  # ports whose dtype is fixed: a dtype, or "real" (norm of complex)
+    sizes: tuple[str, ...] = ("size",)  # the category's trailing size arguments
+    driver: str = "pointwise"  # the host driver of its kernels: "pointwise" (fpga_kernel) or "reduce"
 
     @property
     def id(self) -> str:
@@ -96,7 +120,6 @@ class Category:
     inputs: tuple[str, ...]  # pointer arguments read by the kernel
     outputs: tuple[str, ...]  # pointer arguments written
     ops: dict[str, KernelOp] = field(hash=False)
-    sizes: tuple[str, ...] = ("size",)  # the trailing size arguments of every kernel
 
 
 @dataclass(frozen=True)
@@ -109,6 +132,9 @@ class Entry:
     stub: str | None  # DispatchStub override; default "<op>_stub"
     loc: Location
     host: str | None = None  # a hand-written function aten_fpga::<host> (host/ps) that runs the op and its kernel
+    # When the op's CPU impl picks one of several stubs (div's rounding modes, clamp's bounds):
+    # every (stub, kernel) it may call. `kernel` is one of them; `stub` is then None.
+    stubs: tuple[tuple[str, str], ...] = ()
 
     @property
     def category(self) -> str:
@@ -117,6 +143,11 @@ class Entry:
     @property
     def kernel_name(self) -> str:
         return self.kernel.split("/", 1)[1]
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """Every kernel the entry runs ("category/name"), `kernel` first."""
+        return tuple(dict.fromkeys((self.kernel, *(k for _, k in self.stubs))))
 
 
 @dataclass(frozen=True)
@@ -137,19 +168,34 @@ class Kernel:
     def name(self) -> str:
         return f"v_{self.op.name}_{self.dtype.name}"
 
-    @property
-    def out(self) -> DType:
-        """The dtype of the kernel's output elements (its op's `out` rule applied to its dtype)."""
-        rule = self.op.out
+    def _port_dtype(self, rule: str | None) -> DType:
         if rule is None:
             return self.dtype
         if rule == "real":
             return DTYPES[REAL_DTYPES.get(self.dtype.name, self.dtype.name)]
         return DTYPES[rule]
 
+    @property
+    def out(self) -> DType:
+        """The dtype of the (first) output's elements."""
+        return next(p.dtype for p in self.ports if p.is_output)
+
     def source(self, level: int) -> str:
         """Path of the generated HLS source, relative to the generation root."""
         return f"hls/{self.op.category}/{self.name}_opt{level}.cpp"
+
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        """The pointer arguments in ABI order (inputs, then outputs), each with its element dtype:
+        the kernel's, unless the op fixes it."""
+        fixed = dict(self.op.port_dtypes)
+        return tuple(Port(n, self._port_dtype(fixed.get(n)), n in self.op.outputs)
+                     for n in (*self.op.inputs, *self.op.outputs))
+
+    @property
+    def lanes(self) -> int:
+        """Elements per cycle at XCL_OPT 4: the widest port moves one 512-bit word."""
+        return 512 // max(p.dtype.bits for p in self.ports)
 
 
 @dataclass(frozen=True)
@@ -166,3 +212,7 @@ class ResolvedEntry:
     stub: str | None  # "add_stub"; None for a `host:` entry, whose host function runs the kernel
     stub_header: str | None  # "ATen/native/BinaryOps.h"
     function: Any = field(compare=False, hash=False, repr=False)  # torchgen NativeFunction
+    # Every stub the op's CPU impl may call, bound to its kernel: ((stub, header, KernelOp), ...).
+    bindings: tuple[tuple[str, str, KernelOp], ...] = ()
+    # For an op that is not structured: the CPU kernel the wrapper forwards to ("where_self_out").
+    cpu_kernel: str | None = None

@@ -88,19 +88,40 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
         names.append(d.value)
 
     stub = fields.get("stub")
-    if stub is not None and stub.value is not None and (
-            not isinstance(stub.value, str) or not _IDENT.fullmatch(stub.value)):
-        raise TableError(stub.loc, f"stub of '{func}' must be the C++ name of a DispatchStub (e.g. add_stub), "
-                                   f"got {_describe(stub.value)}; omit it to use '<op>_stub'")
-    host = fields.get("host")
-    if host is not None and (not isinstance(host.value, str) or not _IDENT.fullmatch(host.value)):
-        raise TableError(host.loc, f"host of '{func}' must be the C++ name of a function in namespace aten_fpga "
-                                   f"(host/ps) that runs the op, got {_describe(host.value)}")
+    host_node = fields.get("host")
+    host = host_node.value if host_node is not None else None
+    if host_node is not None and (not isinstance(host, str) or not _IDENT.fullmatch(host)):
+        raise TableError(host_node.loc, f"host of '{func}' must be the C++ name of a function in namespace "
+                                        f"aten_fpga (host/ps) that runs the op, got {_describe(host)}")
     if host is not None and stub is not None and stub.value is not None:
         raise TableError(stub.loc, f"'{func}' names a host function, which runs its kernel itself (ATen's stubs "
                                    "are not callable from outside libtorch): remove 'stub:'")
-    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc,
-                 host.value if host is not None else None)
+    if stub is not None and isinstance(stub.value, dict):
+        return Entry(func, kernel.value, tuple(names), None, loc, stubs=_stub_map(func, kernel.value, stub))
+    if stub is not None and stub.value is not None and (
+            not isinstance(stub.value, str) or not _IDENT.fullmatch(stub.value)):
+        raise TableError(stub.loc, f"stub of '{func}' must be the C++ name of a DispatchStub (e.g. add_stub), "
+                                   f"or a mapping of stubs to kernels, got {_describe(stub.value)}; omit it to "
+                                   "use '<op>_stub'")
+    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc, host=host)
+
+
+def _stub_map(func: str, kernel: str, stub: yamlsrc.Node) -> tuple[tuple[str, str], ...]:
+    """`stub: {div_true_stub: binary/div, div_floor_stub: binary/div_floor}`: an op whose CPU impl
+    picks one of several stubs binds each to its kernel; `kernel` must be one of them."""
+    pairs = []
+    for name, (sloc, k) in stub.value.items():
+        if not _IDENT.fullmatch(name):
+            raise TableError(sloc, f"stub of '{func}' must map C++ DispatchStub names to kernels, got {name!r}")
+        parts = k.value.split("/") if isinstance(k.value, str) else []
+        if len(parts) != 2 or not all(_IDENT.fullmatch(p) for p in parts):
+            raise TableError(k.loc, f"stub {name} of '{func}' must map to a kernel 'category/name', got "
+                                    f"{_describe(k.value)}")
+        pairs.append((name, k.value))
+    if kernel not in (k for _, k in pairs):
+        raise TableError(stub.loc, f"kernel {kernel} of '{func}' is bound to none of its stubs; map one of "
+                                   f"{', '.join(n for n, _ in pairs) or 'them'} to it")
+    return tuple(pairs)
 
 
 def load_table(path: str) -> Table:
@@ -144,6 +165,8 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
         return TableError(e.loc, f"'{e.func}' is a functional/in-place variant that delegates to "
                                  f"'{info.structured_delegate}'; list '{info.structured_delegate}' instead "
                                  "(the variants route to it by themselves)")
+    if not info.structured and info.cpu_kernel is not None and (e.stub or e.stubs):
+        return None  # registered by forwarding to at::native::<cpu kernel>, whose stub runs our kernel
     if not info.schema.is_out:
         outs = out_overloads(ops, info.schema.base)
         usable = [o for o in outs if ops.ops[o].eligible]
@@ -153,17 +176,19 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
         if outs:
             return TableError(e.loc, f"'{e.func}' is a functional/in-place overload, and its out= overload "
                                      f"{' / '.join(repr(o) for o in outs[:3])} is not a structured op "
-                                     f"{_where(ops)}, so the generator cannot register it: hand-write its "
-                                     "kernel in host/ps (a function in namespace aten_fpga, named with 'host:') "
-                                     "or remove the entry")
+                                     f"{_where(ops)}: name the DispatchStub its CPU kernel calls with 'stub:' "
+                                     "to register it by forwarding, hand-write its kernel in host/ps (a function "
+                                     "in namespace aten_fpga, named with 'host:'), or remove the entry")
         return TableError(e.loc, f"'{e.func}' is not an out= overload and has none: the generator registers "
                                  "only the out= overloads of structured ops; hand-write its kernel in host/ps"
                                  " (a function in namespace aten_fpga, named with 'host:') or remove the entry")
     if not info.structured:
-        return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}: the generator reuses "
-                                 "ATen's structured meta and CPU impl, so this op needs a hand-written kernel "
-                                 "in host/ps (a function in namespace aten_fpga, named with 'host:'), or remove "
-                                 "the entry")
+        how = (f"name the DispatchStub its CPU kernel {info.cpu_kernel} calls with 'stub:' (the generator then "
+               f"forwards to at::native::{info.cpu_kernel}), or it needs a hand-written kernel in host/ps (a "
+               "function in namespace aten_fpga, named with 'host:')"
+               if info.cpu_kernel else "and has no CPU kernel to forward to: it needs a hand-written kernel in "
+               "host/ps (a function in namespace aten_fpga, named with 'host:'), or remove the entry")
+        return TableError(e.loc, f"'{e.func}' is not a structured op {_where(ops)}{':' if info.cpu_kernel else ''} {how}")
     if info.cpu_kernel is None:
         return TableError(e.loc, f"'{e.func}' has no CPU kernel {_where(ops)} (the generator subclasses its "
                                  "structured CPU impl); remove the entry")
@@ -174,48 +199,56 @@ def op_error(e: Entry, ops: OpTable) -> TableError | None:
     return None
 
 
-def kernel_of(e: Entry, library: dict[str, Category]) -> tuple[KernelOp | None, list[TableError]]:
-    """The entry's kernel template and any mistakes in naming it or its dtypes."""
-    category = library.get(e.category)
+def kernel_of(e: Entry, library: dict[str, Category], kernel: str | None = None) -> tuple[KernelOp | None, list[TableError]]:
+    """One of the entry's kernel templates (default: its `kernel`) and any mistakes in naming it
+    or its dtypes."""
+    kernel = kernel or e.kernel
+    cat_name, op_name = kernel.split("/", 1)
+    category = library.get(cat_name)
     if category is None:
-        close = _closest(e.category, library, n=1)
+        close = _closest(cat_name, library, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return None, [TableError(e.loc, f"unknown kernel category '{e.category}' in '{e.func}'{hint}; templates "
+        return None, [TableError(e.loc, f"unknown kernel category '{cat_name}' in '{e.func}'{hint}; templates "
                                         f"exist for: {', '.join(sorted(library))} (kernels/hls/<category>/)")]
-    op = category.ops.get(e.kernel_name)
+    op = category.ops.get(op_name)
     if op is None:
-        close = _closest(e.kernel_name, category.ops)
-        hint = f" (closest: {', '.join(f'{e.category}/{c}' for c in close)})" if close else ""
-        return None, [TableError(e.loc, f"unknown kernel '{e.kernel}' in '{e.func}'{hint}: add "
-                                        f"'{e.kernel_name}' to kernels/hls/{e.category}/ops.yaml")]
+        close = _closest(op_name, category.ops)
+        hint = f" (closest: {', '.join(f'{cat_name}/{c}' for c in close)})" if close else ""
+        return None, [TableError(e.loc, f"unknown kernel '{kernel}' in '{e.func}'{hint}: add "
+                                        f"'{op_name}' to kernels/hls/{cat_name}/ops.yaml")]
     bad = [d for d in e.dtypes if d not in op.dtypes]
     if bad:
-        return op, [TableError(e.loc, f"unsupported dtype {', '.join(bad)} in '{e.func}': kernel '{e.kernel}' "
+        return op, [TableError(e.loc, f"unsupported dtype {', '.join(bad)} in '{e.func}': kernel '{kernel}' "
                                       f"is written for {', '.join(op.dtypes)}; remove {', '.join(bad)} or "
-                                      f"add it to the op's dtypes in kernels/hls/{e.category}/ops.yaml")]
+                                      f"add it to the op's dtypes in kernels/hls/{cat_name}/ops.yaml")]
     return op, []
+
+
+def bindings_of(e: Entry, info: OpInfo) -> tuple[tuple[str, str], ...]:
+    """(stub, kernel) pairs: the entry's stub mapping, or its one stub and kernel."""
+    return e.stubs or ((stub_of(e, info), e.kernel),)
 
 
 def stub_of(e: Entry, info: OpInfo) -> str:
     return e.stub or f"{info.schema.base}_stub"
 
 
-def stub_error(e: Entry, info: OpInfo, stubs: dict[str, str], owner: dict[str, Entry]) -> TableError | None:
-    """Whether the entry's DispatchStub exists and runs only this entry's kernel. Updates `owner`."""
-    stub = stub_of(e, info)
+def stub_error(e: Entry, stub: str, kernel: str, stubs: dict[str, str],
+               owner: dict[str, tuple[Entry, str]]) -> TableError | None:
+    """Whether a DispatchStub of the entry exists and runs only this kernel. Updates `owner`."""
     if stub not in stubs:
         bases = {s[: -len("_stub")] if s.endswith("_stub") else s: s for s in stubs}
         close = [bases[b] for b in difflib.get_close_matches(stub.removesuffix("_stub"), list(bases), n=3, cutoff=0.8)]
         hint = f" (closest: {', '.join(close)})" if close else ""
-        how = "fix 'stub:'" if e.stub else "name the stub its CPU kernel calls with 'stub:'"
+        how = "fix 'stub:'" if e.stub or e.stubs else "name the stub its CPU kernel calls with 'stub:'"
         return TableError(e.loc, f"'{e.func}' has no DispatchStub '{stub}' in ATen's headers{hint}; {how}, "
                                  "or hand-write the kernel")
-    other = owner.get(stub)
-    if other is not None and other.kernel != e.kernel:
+    other, other_kernel = owner.get(stub, (None, kernel))
+    if other is not None and other_kernel != kernel:
         return TableError(e.loc, f"'{e.func}' calls {stub}, which '{other.func}' (line {other.loc.line}) "
-                                 f"already binds to kernel {other.kernel}; one stub runs one kernel, so use "
-                                 f"kernel {other.kernel} here too or drop one entry")
-    owner.setdefault(stub, e)
+                                 f"already binds to kernel {other_kernel}; one stub runs one kernel, so use "
+                                 f"kernel {other_kernel} here too or drop one entry")
+    owner.setdefault(stub, (e, kernel))
     return None
 
 
@@ -224,16 +257,18 @@ def entry_errors(e: Entry, ops: OpTable, library: dict[str, Category], stubs: di
     """Every mistake of one entry against one PyTorch version; stubs are checked when known
     (only the installed torch's headers declare them)."""
     errors = [err for err in (op_error(e, ops),) if err is not None]
-    errors += kernel_of(e, library)[1]
+    for kernel in e.kernel_names:
+        errors += kernel_of(e, library, kernel)[1]
     if not errors and stubs is not None and e.host is None:
-        errors += [err for err in (stub_error(e, ops.ops[e.func], stubs, owner),) if err is not None]
+        for stub, kernel in bindings_of(e, ops.ops[e.func]):
+            errors += [err for err in (stub_error(e, stub, kernel, stubs, owner),) if err is not None]
     return errors
 
 
 def validate(table: Table, ops: OpTable, library: dict[str, Category],
              stubs: dict[str, str] | None) -> dict[str, tuple[TableError, ...]]:
     """{overload: its mistakes} for every entry (empty tuple when it is fine)."""
-    owner: dict[str, Entry] = {}
+    owner: dict[str, tuple[Entry, str]] = {}
     return {e.func: tuple(entry_errors(e, ops, library, stubs, owner)) for e in table.entries}
 
 
@@ -241,17 +276,23 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
             stubs: dict[str, str]) -> tuple[ResolvedEntry, ...]:
     """Join each entry with PyTorch's op and our template; the first mistake raises."""
     resolved = []
-    owner: dict[str, Entry] = {}
+    owner: dict[str, tuple[Entry, str]] = {}
     ops = native.op_table
     for e in table.entries:
         errors = entry_errors(e, ops, library, stubs, owner)
         if errors:
             raise errors[0]
         f = native.functions[e.func]
+        info = ops.ops[e.func]
         op, _ = kernel_of(e, library)
-        stub = None if e.host else stub_of(e, ops.ops[e.func])
-        kernels = tuple(Kernel(op, DTYPES[d]) for d in e.dtypes)
+        if e.host:  # the host function runs the kernel itself: no stub to bind
+            bindings, kernels, stub = (), tuple(Kernel(op, DTYPES[d]) for d in e.dtypes), None
+        else:
+            bindings = tuple((stub, stubs[stub], kernel_of(e, library, k)[0]) for stub, k in bindings_of(e, info))
+            kernels = tuple(Kernel(b_op, DTYPES[d]) for b_op in dict.fromkeys(b[2] for b in bindings)
+                            for d in e.dtypes)
+            stub = next((b[0] for b in bindings if b[2] is op), bindings[0][0])
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
-            stub, stubs[stub] if stub else None, f))
+            stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel))
     return tuple(resolved)

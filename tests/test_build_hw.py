@@ -121,8 +121,7 @@ def test_incremental(repo):
 
     # One template edited: its kernels' .xo files and the link, nothing else.
     t = repo / "kernels/hls/binary/opt4.cpp.j2"
-    assert "with 512-bit ports" in t.read_text()
-    t.write_text(t.read_text().replace("with 512-bit ports", "with 512-bit AXI ports"))
+    t.write_text("// binary kernels, edited\n" + t.read_text())
     out = ok(scons(repo, *args))
     runs = tool_log(repo)
     assert sorted(r[7] for r in runs if r[1] == "-c") == ["v_add_float32", "v_mul_float32"]

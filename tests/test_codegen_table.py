@@ -371,9 +371,9 @@ def test_unknown_kernel(tmp_path, native, library, stubs):
 
 def test_unsupported_dtype(tmp_path, native, library, stubs):
     path, err = resolve_error(tmp_path, """
-        add.out: {kernel: binary/add, dtypes: [float32, complex64, int32]}
+        add.out: {kernel: binary/add, dtypes: [float32, bool]}
     """, native, library, stubs)
-    assert_error(err, path, 1, "unsupported dtype complex64, int32 in 'add.out'", "written for float32, float64",
+    assert_error(err, path, 1, "unsupported dtype bool in 'add.out'", "written for float32, float64",
                  "kernels/hls/binary/ops.yaml")
 
 
@@ -446,3 +446,72 @@ def test_torchgen_cannot_parse_other_versions_clearly():
     with pytest.raises(TableError) as info:
         load_native(path)
     assert "cannot parse" in str(info.value) and "codegen check" in str(info.value)
+
+
+# --- Ops whose CPU impl picks among stubs, and ops that are not structured ----------------------
+
+def test_stub_mapping_binds_every_stub(tmp_path, native, library, stubs):
+    path = write(tmp_path, """
+        div.out_mode:
+          kernel: binary/div
+          stub: {div_true_stub: binary/div, div_trunc_stub: binary/div_trunc, div_floor_stub: binary/div_floor}
+          dtypes: [float32]
+    """)
+    (r,) = resolve(load_table(path), native, library, stubs)
+    assert [(s, op.name) for s, _, op in r.bindings] == [
+        ("div_true_stub", "div"), ("div_trunc_stub", "div_trunc"), ("div_floor_stub", "div_floor")]
+    assert [k.name for k in r.kernels] == ["v_div_float32", "v_div_trunc_float32", "v_div_floor_float32"]
+    assert r.stub == "div_true_stub" and r.cpu_kernel is None
+
+
+def test_stub_mapping_must_include_the_kernel(tmp_path):
+    path, err = load_error(tmp_path, """
+        div.out_mode:
+          kernel: binary/mul
+          stub: {div_true_stub: binary/div}
+          dtypes: [float32]
+    """)
+    assert_error(err, path, 3, "kernel binary/mul of 'div.out_mode' is bound to none of its stubs", "div_true_stub")
+
+
+def test_stub_mapping_values_are_kernels(tmp_path):
+    path, err = load_error(tmp_path, """
+        div.out_mode:
+          kernel: binary/div
+          stub: {div_true_stub: div}
+          dtypes: [float32]
+    """)
+    assert_error(err, path, 3, "stub div_true_stub of 'div.out_mode' must map to a kernel 'category/name'")
+
+
+def test_stub_mapping_kernels_support_the_dtypes(tmp_path, native, library, stubs):
+    path, err = resolve_error(tmp_path, """
+        div.out_mode:
+          kernel: binary/div
+          stub: {div_true_stub: binary/div, div_floor_stub: binary/div_floor, div_trunc_stub: binary/bitwise_and}
+          dtypes: [float16]
+    """, native, library, stubs)
+    assert_error(err, path, 1, "unsupported dtype float16 in 'div.out_mode': kernel 'binary/bitwise_and'")
+
+
+def test_not_structured_with_a_stub_forwards_to_the_cpu_kernel(tmp_path, native, library, stubs):
+    path = write(tmp_path, """
+        where.self_out: {kernel: ternary/where, dtypes: [float32], stub: where_kernel}
+        where.self: {kernel: ternary/where, dtypes: [float32], stub: where_kernel}
+    """)
+    entries = resolve(load_table(path), native, library, stubs)
+    assert [(r.entry.func, r.cpu_kernel, r.structured_class) for r in entries] == [
+        ("where.self_out", "where_self_out", None), ("where.self", "where", None)]
+    from codegen.gen_fpga_type import generate_fpga_type
+    unit = generate_fpga_type(entries)["FPGAType_0.cpp"]
+    assert "at::native::where_self_out(condition, self, other, out)" in unit
+    assert "REGISTER_PRIVATEUSE1_DISPATCH(where_kernel" in unit
+    assert 'KernelRef fpga_where_kernel_kernel{"where", nullptr, 2, false}' in unit  # named by `self`'s dtype
+
+
+def test_not_structured_without_a_stub_says_how(tmp_path, native, library, stubs):
+    path, err = resolve_error(tmp_path, """
+        logical_and.out: {kernel: binary/logical_and, dtypes: [float32]}
+    """, native, library, stubs)
+    assert_error(err, path, 1, "'logical_and.out' is not a structured op", "with 'stub:'",
+                 "at::native::logical_and_out")

@@ -14,10 +14,13 @@ def test_every_table_op_conforms(results):
     failures = [f"{r.op}: {f}" for r in table for f in r.failures]
     assert not failures, "\n".join(failures)
     # every op of the table has OpInfo coverage here, and its samples really ran FPGA kernels
-    covered = {r.op.split(".")[0] for r in table}
+    covered = {r.aten for r in table}
     missing = set(conformance._table_ops()) - covered - conformance.NO_OPINFO
     assert not missing, f"table ops with no OpInfo run: {sorted(missing)}"
-    assert all(r.passed > 0 and r.fpga_runs > 0 for r in table), [(r.op, r.passed, r.fpga_runs) for r in table]
+    # ...and really ran FPGA kernels, except where PyTorch's samples only use overloads the table
+    # leaves to the fallback (docs/conformance.md).
+    ran = {r.aten for r in table if r.passed > 0 and r.fpga_runs > 0}
+    assert covered - ran == conformance.SAMPLES_USE_OTHER_OVERLOADS, [(r.op, r.passed, r.fpga_runs) for r in table]
 
 
 def test_fallback_sample_conforms(results):

@@ -130,7 +130,7 @@ def test_mixed_dtypes_promote(level):
 
 
 def test_unsupported_dtype_falls_back_and_is_counted(level):
-    a, b = torch.randint(-9, 9, (50,)), torch.randint(-9, 9, (50,))
+    a, b = torch.randint(-9, 9, (50,), dtype=torch.int16), torch.randint(-9, 9, (50,), dtype=torch.int16)
     exact(fpga(a) + fpga(b), a + b)
     s = aten_fpga.stats()["add.out"]
     assert s["fpga"] == 0 and s["cpu_fallback"] == 1

@@ -326,7 +326,7 @@ def test_codegen_reduce_kernels(tmp_path):
     argmax, norm, var = (r.kernels[0] for r in entries)
     assert (argmax.name, argmax.out.name, norm.out.name, var.out.name) == (
         "v_argmax_float16", "int64", "float32", "float32")
-    assert arg_names(library["reduce"], norm) == ["in", "out", "p", "outer", "inner"]
+    assert arg_names(norm) == ["in", "out", "p", "outer", "inner"]
     assert [(s.name, s.ctype) for s in var.op.scalars] == [("correction", "double"), ("take_sqrt", "bool")]
     assert entries[2].stub is None and entries[0].stub == "argmax_stub"
 
@@ -364,8 +364,8 @@ def test_codegen_host_entry_errors(tmp_path, text, line, words):
 
 
 @pytest.mark.parametrize("spec,words", [
-    ("{expr: S, out: float128}", ["unknown output dtype 'float128'", "'real'"]),
-    ("{expr: S, scalars: [{p: double, q: float}]}", ["a scalar is a name", "{p: double}"]),
+    ("{expr: S, types: {out: float128}}", ["unknown dtype 'float128'", "real"]),
+    ("{expr: S, scalars: [{p: double, q: float}]}", ["a scalar is a name", "{name: ..., dtype: ..."]),
 ])
 def test_codegen_category_errors(tmp_path, spec, words):
     from codegen import library as kernel_library

@@ -23,7 +23,10 @@ struct KernelArgInfo {
   std::string name;
   bool is_pointer;
   int bytes;  // pointer: the port word (element size, or 64 for a 512-bit port); scalar: its size
-  char type;  // scalar encoding: 'f' float, 'i' signed, 'u' unsigned, 'c' complex, 'b' bool
+  // A scalar's encoding, or a pointer's element type: 'f' float, 'i' signed, 'u' unsigned,
+  // 'c' complex, 'b' bool.
+  char type;
+  int elem_bytes;  // a pointer's element size (with `type`, the port's dtype); a scalar's size
 };
 
 struct KernelInfo {

@@ -133,7 +133,7 @@ void EmuDevice::load_image(const std::string& path) {
       TORCH_CHECK(x.is_pointer == (c.is_pointer != 0) && bytes == c.bytes && type == c.type, k.name,
                   " argument ", x.name, " is ", x.type, " (", bytes, " bytes) in '", xclbin_path,
                   "' but differs in '", library, "'", rebuild);
-      info.args.push_back({x.name, x.is_pointer, bytes, type});
+      info.args.push_back({x.name, x.is_pointer, bytes, type, c.elem_bytes});
     }
     max_cus = std::max(max_cus, info.cus);
     kernels.emplace(info.name, std::move(info));

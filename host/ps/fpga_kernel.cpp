@@ -4,7 +4,11 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/complex.h>
 
+#include <ATen/Dispatch.h>
+
 #include <cstring>
+#include <limits>
+#include <sstream>
 #include <vector>
 
 #include "allocator.h"
@@ -106,7 +110,60 @@ Port output_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dty
   return {tmp, allocation_of(tmp), 0, true};
 }
 
+// The dtype of a kernel port, from the image's argument metadata (element kind and size).
+at::ScalarType port_dtype(const KernelArgInfo& arg, const std::string& kernel) {
+  switch (arg.type) {
+    case 'f':
+      if (arg.elem_bytes == 2) return at::kHalf;
+      if (arg.elem_bytes == 4) return at::kFloat;
+      if (arg.elem_bytes == 8) return at::kDouble;
+      break;
+    case 'c':
+      if (arg.elem_bytes == 8) return at::kComplexFloat;
+      break;
+    case 'i':
+      if (arg.elem_bytes == 4) return at::kInt;
+      if (arg.elem_bytes == 8) return at::kLong;
+      break;
+    case 'b': return at::kBool;
+  }
+  TORCH_CHECK(false, kernel, ": port ", arg.name, " carries ", arg.elem_bytes, "-byte elements of kind '", arg.type,
+              "', which is no dtype the host knows; fix the kernel's port type");
+}
+
+// An omitted optional scalar: ATen's default, which may depend on the kernel dtype.
+c10::Scalar default_scalar(const KernelRef& kernel, size_t index, at::ScalarType dtype) {
+  std::vector<std::string> specs;
+  std::stringstream all(kernel.defaults != nullptr ? kernel.defaults : "");
+  for (std::string s; std::getline(all, s, ',');) specs.push_back(s);
+  const std::string spec = index < specs.size() ? specs[index] : "";
+  TORCH_CHECK(!spec.empty(), "kernel ", kernel.name, ": scalar ", index, " was omitted and has no default; ",
+              "give it one in the op's ops.yaml scalars (default:)");
+  if (spec == "max" || spec == "lowest") {
+    return AT_DISPATCH_FLOATING_TYPES_AND_HALF(dtype, "default_scalar", [&] {
+      return c10::Scalar(spec == "max" ? std::numeric_limits<scalar_t>::max() : std::numeric_limits<scalar_t>::lowest());
+    });
+  }
+  return c10::Scalar(std::stod(spec));
+}
+
 }  // namespace
+
+const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where) {
+  Device& dev = device(where.index());
+  TORCH_CHECK(!dev.image_path().empty(), "no fpga device image is loaded on ", where,
+              ": build one with `scons`, then `import aten_fpga` (or aten_fpga.load(path))");
+  const char* dname = dtype_name(dtype);
+  const std::string name = std::string("v_") + kernel.name + "_" + (dname ? dname : "unsupported");
+  const KernelInfo* info = dname ? dev.find_kernel(name) : nullptr;
+  if (info == nullptr) throw KernelUnavailable(name);
+  return *info;
+}
+
+c10::Scalar scalar_or_default(const KernelRef& kernel, c10::ArrayRef<std::optional<c10::Scalar>> scalars,
+                              size_t index, at::ScalarType dtype) {
+  return scalars[index].has_value() ? *scalars[index] : default_scalar(kernel, index, dtype);
+}
 
 uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
   uint64_t bits = 0;
@@ -124,19 +181,10 @@ uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
   return bits;
 }
 
-const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where) {
-  Device& dev = device(where.index());
-  TORCH_CHECK(!dev.image_path().empty(), "no fpga device image is loaded on ", where,
-              ": build one with `scons`, then `import aten_fpga` (or aten_fpga.load(path))");
-  const char* dname = dtype_name(dtype);
-  const std::string name = std::string("v_") + kernel.name + "_" + (dname ? dname : "unsupported");
-  const KernelInfo* info = dname ? dev.find_kernel(name) : nullptr;
-  if (info == nullptr) throw KernelUnavailable(name);
-  return *info;
-}
 
-void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars) {
-  const at::ScalarType dtype = iter.common_dtype();
+void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
+                 c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
+  const at::ScalarType dtype = kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
   const c10::Device where = iter.device(0);
   Device& dev = device(where.index());
   const KernelInfo* info = &kernel_for(kernel, dtype, where);
@@ -147,26 +195,36 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
   TORCH_CHECK(info->args.size() >= static_cast<size_t>(nt) + 1 && nscalars == scalars.size(), name,
               " takes ", info->args.size(), " arguments; the op passes ", nt, " tensors and ", scalars.size(),
               " scalars (template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars')");
+  for (size_t a = 0; a < info->args.size(); ++a) {
+    TORCH_CHECK(info->args[a].is_pointer == (a < static_cast<size_t>(nt)), name, ": argument ", info->args[a].name,
+                " should be ", a < static_cast<size_t>(nt) ? "a pointer (one per tensor: inputs, then outputs)"
+                                                           : "a scalar (scalars and size follow the pointers)");
+  }
   const int64_t n = iter.numel();
   if (n == 0) return;
   c10::DeviceGuard guard(where);
 
-  // Kernel ports in order: the inputs, then the outputs.
+  // Kernel ports in order: the inputs, then the outputs; each in the dtype the kernel declares.
   std::vector<Port> ports(nt);
+  std::vector<size_t> elsize(nt);
   for (int p = 0; p < nt; ++p) {
     const int arg = p < nt - nout ? nout + p : p - (nt - nout);
+    const at::ScalarType pdtype = port_dtype(info->args[p], name);
+    elsize[p] = c10::elementSize(pdtype);
     const int word = std::max<int>(info->args[p].bytes, iter.element_size(arg));
-    ports[p] = arg < nout ? output_port(iter, arg, dtype, word) : input_port(iter, arg, dtype, word);
+    ports[p] = arg < nout ? output_port(iter, arg, pdtype, word) : input_port(iter, arg, pdtype, word);
   }
   for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc);
-  const size_t elsize = c10::elementSize(dtype);
-  for (int p = nt - nout; p < nt; ++p) prepare_device_write(ports[p].alloc, ports[p].offset, n * elsize);
+  for (int p = nt - nout; p < nt; ++p) prepare_device_write(ports[p].alloc, ports[p].offset, n * elsize[p]);
 
   std::vector<uint64_t> scalar_bits;
-  for (size_t s = 0; s < nscalars; ++s) scalar_bits.push_back(encode_scalar(scalars[s], info->args[nt + s]));
+  for (size_t s = 0; s < nscalars; ++s) {
+    scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, dtype), info->args[nt + s]));
+  }
 
-  // Split the range across the compute units, at whole port words.
-  const int64_t lanes = std::max<int64_t>(1, info->args[0].bytes / static_cast<int64_t>(elsize));
+  // Split the range across the compute units, at whole port words (every port has as many
+  // elements per word: a vector port's lanes).
+  const int64_t lanes = std::max<int64_t>(1, info->args[0].bytes / static_cast<int64_t>(elsize[0]));
   const int64_t cus = std::max<int64_t>(1, std::min<int64_t>(info->cus, n / kMinElementsPerCU));
   const int64_t per_cu = (n + cus - 1) / cus;
   const int64_t chunk = (per_cu + lanes - 1) / lanes * lanes;
@@ -174,7 +232,7 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);
     std::vector<KernelArg> args;
-    for (const Port& port : ports) args.push_back({port.alloc->buffer.get(), port.offset + start * elsize, 0});
+    for (int p = 0; p < nt; ++p) args.push_back({ports[p].alloc->buffer.get(), ports[p].offset + start * elsize[p], 0});
     for (uint64_t bits : scalar_bits) args.push_back({nullptr, 0, bits});
     args.push_back({nullptr, 0, static_cast<uint64_t>(len)});
     runs.push_back(std::move(args));

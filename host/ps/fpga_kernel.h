@@ -9,13 +9,23 @@
 #include <c10/core/Scalar.h>
 
 #include <exception>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 namespace aten_fpga {
 
 // A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>.
 struct KernelRef {
   const char* name;
+  // For stubs with optional arguments: per kernel scalar, comma separated, what an empty one
+  // means -- a number, or "max" / "lowest" of the kernel dtype (nan_to_num) -- or nullptr.
+  const char* defaults = nullptr;
+  // Which iterator operand's dtype names the kernel: -1 for the iterator's common dtype. An op
+  // with an input of fixed dtype (where's bool condition) has no common dtype; it names another.
+  int dtype_operand = -1;
+  // A reduction kernel (its category's `driver: reduce`): run by fpga_reduce, not fpga_kernel.
+  bool reduction = false;
 };
 
 // Thrown before any side effect when the image has no kernel for the iterator's dtype; the
@@ -29,39 +39,58 @@ class KernelUnavailable : public std::exception {
   std::string what_;
 };
 
-void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars);
+// Runs kernel v_<kernel.name>_<dtype> over the iterator. The dtype is the iterator's common dtype
+// (or kernel.dtype_operand's); each port's own dtype comes from the kernel's argument metadata. `scalars` are the kernel's scalar arguments, in order;
+// an empty one takes kernel.defaults.
+void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
+                 c10::ArrayRef<std::optional<c10::Scalar>> scalars);
 
 // The driver of reductions (ATen's reduction stubs take a TensorIterator&): host/ps/fpga_reduce.cpp.
-void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars);
+void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel,
+                 c10::ArrayRef<std::optional<c10::Scalar>> scalars);
 
+// What both drivers share. The loaded image's kernel v_<name>_<dtype> on device `where`
+// (KernelUnavailable when it has none); scalar `index`, or its default when the stub passed none;
+// a scalar's bytes in the argument slot of kernel argument `arg`.
 struct KernelInfo;
 struct KernelArgInfo;
-// The loaded image's kernel v_<name>_<dtype> on device `where`; KernelUnavailable when it has none.
 const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where);
-// A scalar's bytes in the argument slot of kernel argument `arg`.
+c10::Scalar scalar_or_default(const KernelRef& kernel, c10::ArrayRef<std::optional<c10::Scalar>> scalars,
+                              size_t index, at::ScalarType dtype);
 uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg);
 
-// Binds a DispatchStub's function type to fpga_kernel (pointwise: TensorIteratorBase&) or
-// fpga_reduce (reductions: TensorIterator&): its extra arguments (alpha, p, correction...) become
-// the kernel's scalar arguments, in order.
+// A stub's extra argument as a kernel scalar: Scalars and numbers as they are, enums (GeluType)
+// as their value, an empty optional as "use the default".
+template <typename A>
+std::optional<c10::Scalar> to_scalar(const A& a) {
+  if constexpr (std::is_enum_v<A>) {
+    return c10::Scalar(static_cast<int64_t>(a));
+  } else {
+    return c10::Scalar(a);
+  }
+}
+
+template <typename A>
+std::optional<c10::Scalar> to_scalar(const std::optional<A>& a) {
+  return a.has_value() ? to_scalar(*a) : std::nullopt;
+}
+
+// Binds a DispatchStub's function type to fpga_kernel, or fpga_reduce for a reduction kernel: its
+// extra arguments (alpha, bounds, p...) become the kernel's scalar arguments, in order. The
+// iterator parameter is TensorIteratorBase& or, for reductions and older stubs, TensorIterator&.
 template <typename FnPtr>
 struct StubKernel;
 
-template <typename... A>
-struct StubKernel<void (*)(at::TensorIteratorBase&, A...)> {
+template <typename Iter, typename... A>
+struct StubKernel<void (*)(Iter&, A...)> {
   template <const KernelRef* K>
-  static void run(at::TensorIteratorBase& iter, A... args) {
-    const c10::Scalar scalars[] = {c10::Scalar(args)..., c10::Scalar()};  // trailing entry: never empty
-    fpga_kernel(iter, *K, c10::ArrayRef<c10::Scalar>(scalars, sizeof...(A)));
-  }
-};
-
-template <typename... A>
-struct StubKernel<void (*)(at::TensorIterator&, A...)> {
-  template <const KernelRef* K>
-  static void run(at::TensorIterator& iter, A... args) {
-    const c10::Scalar scalars[] = {c10::Scalar(args)..., c10::Scalar()};
-    fpga_reduce(iter, *K, c10::ArrayRef<c10::Scalar>(scalars, sizeof...(A)));
+  static void run(Iter& iter, A... args) {
+    const std::optional<c10::Scalar> scalars[] = {to_scalar(args)..., std::nullopt};  // never empty
+    const c10::ArrayRef<std::optional<c10::Scalar>> given(scalars, sizeof...(A));
+    if constexpr (std::is_same_v<Iter, at::TensorIterator>) {
+      if (K->reduction) return fpga_reduce(iter, *K, given);
+    }
+    fpga_kernel(iter, *K, given);
   }
 };
 

@@ -88,7 +88,8 @@ size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_
 
 }  // namespace
 
-void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel, c10::ArrayRef<c10::Scalar> scalars) {
+void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel,
+                 c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
   TORCH_INTERNAL_ASSERT(iter.noutputs() == 1 && iter.ninputs() == 1,
                         "fpga_reduce drives single-output reductions; ", kernel.name, " is not one");
   const c10::Device where = iter.device(0);
@@ -139,7 +140,9 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel, c10::ArrayRe
   prepare_device_write(out_alloc, out_offset, r.outer * out_size);
 
   std::vector<uint64_t> scalar_bits;
-  for (size_t s = 0; s < nscalars; ++s) scalar_bits.push_back(encode_scalar(scalars[s], info.args[2 + s]));
+  for (size_t s = 0; s < nscalars; ++s) {
+    scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, in_dtype), info.args[2 + s]));
+  }
 
   // Each CU reduces its own block of whole rows.
   const int64_t elements = r.outer * std::max<int64_t>(1, r.inner);
@@ -191,7 +194,7 @@ at::Tensor& std_var(const KernelRef& kernel, const char* fname, at::Tensor& resu
   if (iter.numel() == 0) {
     result.fill_(std::numeric_limits<double>::quiet_NaN());
   } else {
-    const c10::Scalar scalars[] = {correction, take_sqrt};
+    const std::optional<c10::Scalar> scalars[] = {correction, take_sqrt};
     fpga_reduce(iter, kernel, scalars);
   }
   return result;

@@ -213,7 +213,12 @@ char encoding(const std::string& type) {
   std::string t;
   for (char c : type)
     if (!std::isspace(static_cast<unsigned char>(c))) t += c;
-  if (!t.empty() && t.back() == '*') return 'p';
+  if (!t.empty() && t.back() == '*') {  // a port: the kind of the elements (a vector's lanes) it carries
+    t.pop_back();
+    if (t.rfind("hls::vector<", 0) == 0) t = t.substr(12, t.rfind(',') - 12);
+    if (t.rfind("const", 0) == 0) t = t.substr(5);
+    return encoding(t);
+  }
   if (t == "bool") return 'b';
   if (t.find("complex") != std::string::npos) return 'c';
   if (t == "float" || t == "double" || t == "half") return 'f';

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 _BITS = {"bool": 8, "char": 8, "int8_t": 8, "uint8_t": 8, "half": 16, "int16_t": 16, "uint16_t": 16,
          "float": 32, "int": 32, "int32_t": 32, "uint32_t": 32, "double": 64, "int64_t": 64,
          "uint64_t": 64, "std::complex<float>": 64, "std::complex<double>": 128}
+# aten_fpga_hls.h's afpga::opmath_t<T>: the type an op computes in (ATen widens half to float).
+OPMATH = {"half": "float"}
 DEFAULT_BUNDLE = "gmem"  # what Vitis HLS names an m_axi port given no bundle=
 
 
@@ -85,6 +87,8 @@ def _resolver(code: str):
         for _ in range(8):  # typedefs of typedefs; a bound keeps a cycle from spinning
             t2 = re.sub(r"\b(\w+)::", lambda m: "" if m.group(1) in namespaces else m.group(0), t)
             t2 = re.sub(r"(?<!::)\b(\w+)\b", lambda m: names.get(m.group(1), m.group(1)), t2)
+            t2 = re.sub(r"afpga::opmath_t<\s*([\w:]+(?:<[\w:, ]+>)?)\s*>",  # once its argument is a type, not a typedef
+                        lambda m: m.group(0) if m.group(1) in names else OPMATH.get(m.group(1), m.group(1)), t2)
             if t2 == t:
                 break
             t = t2

@@ -12,12 +12,14 @@
 #include <vector>
 
 extern "C" {
-// One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4).
-// A scalar is an s_axilite register; `type` says how the host encodes it in the slot.
+// One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4),
+// and `type` / `elem_bytes` describe the elements it carries (a port's dtype). A scalar is an
+// s_axilite register; `type` says how the host encodes it in the slot.
 struct afpga_emu_arg {
   int is_pointer;
   int bytes;
-  char type;  // 'f' float, 'i' signed, 'u' unsigned, 'c' complex, 'b' bool; 'p' for pointers
+  char type;  // 'f' float, 'i' signed, 'u' unsigned, 'c' complex, 'b' bool
+  int elem_bytes;  // a pointer's element (a vector port's lane); a scalar's own size
 };
 
 struct afpga_emu_kernel {
@@ -48,18 +50,39 @@ A from_slot(uint64_t slot) {
   }
 }
 
+// The element of a port word: a vector port (hls::vector, which has a static size()) carries
+// lanes of its element type; any other pointee is the element itself.
+template <typename P, typename = void>
+struct lane {
+  typedef P type;
+};
+template <typename P>
+struct lane<P, std::void_t<decltype(P::size())>> {
+  typedef std::remove_cv_t<std::remove_reference_t<decltype(std::declval<P&>()[0])>> type;
+};
+
+// How the host encodes a value of type E: half converts to float, so it is a float too.
+template <typename E>
+constexpr char kind() {
+  if constexpr (std::is_same_v<E, bool>) {
+    return 'b';
+  } else if constexpr (std::is_integral_v<E>) {
+    return std::is_signed_v<E> ? 'i' : 'u';
+  } else if constexpr (std::is_convertible_v<E, double>) {
+    return 'f';
+  } else {
+    return 'c';  // std::complex<float>
+  }
+}
+
 template <typename A>
 afpga_emu_arg describe() {
   if constexpr (std::is_pointer_v<A>) {
-    return {1, static_cast<int>(sizeof(std::remove_pointer_t<A>)), 'p'};
-  } else if constexpr (std::is_same_v<A, bool>) {
-    return {0, 1, 'b'};
-  } else if constexpr (std::is_floating_point_v<A>) {
-    return {0, static_cast<int>(sizeof(A)), 'f'};
-  } else if constexpr (std::is_integral_v<A>) {
-    return {0, static_cast<int>(sizeof(A)), std::is_signed_v<A> ? 'i' : 'u'};
+    typedef std::remove_cv_t<std::remove_pointer_t<A>> P;
+    typedef typename lane<P>::type E;
+    return {1, static_cast<int>(sizeof(P)), kind<E>(), static_cast<int>(sizeof(E))};
   } else {
-    return {0, static_cast<int>(sizeof(A)), 'c'};  // std::complex<float>
+    return {0, static_cast<int>(sizeof(A)), kind<A>(), static_cast<int>(sizeof(A))};
   }
 }
 

@@ -1,0 +1,193 @@
+"""The pragma lint: does a generated HLS kernel follow the Vitis conventions its level promises?
+
+    python -m codegen.lint build/gen [--level N]     (also `scons lint`)
+
+Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
+  top        one `extern "C"` top function
+  m_axi      every pointer argument has an m_axi interface, each on its own bundle (several may share
+             one only when the pragma line says why: `// shared: <reason>`)
+  s_axilite  every scalar argument, and `return`, has an s_axilite interface
+  dataflow   levels 2-4 have `#pragma HLS DATAFLOW`
+  pipeline   every streaming loop -- one that holds no other (non-unrolled) loop and calls no
+             stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one
+  512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>)
+Each problem is reported as `path: rule: what`, and the exit status is 1 when there is any.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+BITS = {"float": 32, "double": 64, "half": 16, "bool": 8, "int8_t": 8, "uint8_t": 8, "int16_t": 16,
+        "int32_t": 32, "uint32_t": 32, "int64_t": 64, "uint64_t": 64, "std::complex<float>": 64}
+
+_TOP = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)\s*\{')
+_PRAGMA = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+(\w+)\s+([^\n]*)")
+_TYPEDEF = re.compile(r"typedef\s+([^;]+?)\s+(\w+)\s*;")
+_CONST = re.compile(r"const\s+(?:int|unsigned|uint64_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;")
+_FOR = re.compile(r"\bfor\s*\(")
+
+
+def _params(text: str) -> list[tuple[str, str]]:
+    """(type, name) of each top-function parameter."""
+    out = []
+    for p in (x.strip() for x in text.split(",") if x.strip()):
+        m = re.fullmatch(r"(.+?)\s*(\w+)", p, re.S)
+        if m:
+            out.append((re.sub(r"\s+", " ", m.group(1)), m.group(2)))
+    return out
+
+
+def _body(text: str, start: int) -> tuple[int, int]:
+    """The braces-delimited block that starts at or after `start`: (open, close) offsets."""
+    i = text.index("{", start)
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return i, j
+    raise ValueError("unbalanced braces")
+
+
+def _bits(ctype: str, typedefs: dict[str, str], consts: dict[str, int]) -> int | None:
+    """Width of one beat of a port whose element type is `ctype`, through the file's typedefs."""
+    seen = set()
+    t = ctype.replace("const ", "").strip()
+    while True:
+        t = t.split("::")[-1] if "<" not in t else t
+        if t in typedefs and t not in seen:
+            seen.add(t)
+            t = typedefs[t]
+            continue
+        break
+    m = re.fullmatch(r"(?:hls::)?vector<\s*(.+?)\s*,\s*(\w+)\s*>", t)
+    if m:
+        lane = _bits(m.group(1), typedefs, consts)
+        n = int(m.group(2)) if m.group(2).isdigit() else consts.get(m.group(2))
+        return lane * n if lane and n else None
+    m = re.fullmatch(r"ap_u?int<\s*(\d+)\s*>", t)
+    if m:
+        return int(m.group(1))
+    return BITS.get(t)
+
+
+def lint_source(text: str, level: int) -> list[str]:
+    """Every convention `text`, a kernel at XCL_OPT `level`, breaks (empty: it is fine)."""
+    problems = []
+    tops = _TOP.findall(text)
+    if len(tops) != 1:
+        return [f"top: expected one extern \"C\" top function, found {len(tops)}"]
+    name, params_text = tops[0]
+    params = _params(params_text)
+    pragmas: dict[str, dict[str, str]] = {}
+    bundles: dict[str, list[str]] = {}
+    for kind, rest in _PRAGMA.findall(text):
+        fields = dict(re.findall(r"(\w+)=(\S+)", rest))
+        port = fields.get("port")
+        if port is None:
+            continue
+        pragmas.setdefault(port, {})[kind] = rest
+        if kind == "m_axi":
+            if "shared:" not in rest:
+                bundles.setdefault(fields.get("bundle", "gmem"), []).append(port)
+    for ctype, pname in params:
+        kinds = pragmas.get(pname, {})
+        if "*" in ctype:
+            if "m_axi" not in kinds:
+                problems.append(f"m_axi: pointer '{pname}' of {name} has no m_axi interface")
+        elif "s_axilite" not in kinds:
+            problems.append(f"s_axilite: scalar '{pname}' of {name} has no s_axilite interface")
+    if "s_axilite" not in pragmas.get("return", {}):
+        problems.append(f"s_axilite: {name} has no s_axilite interface for return")
+    for bundle, ports in sorted(bundles.items()):
+        if len(ports) > 1:
+            problems.append(f"m_axi: ports {', '.join(ports)} share bundle {bundle}; give each its own or "
+                            "say why on the pragma line (// shared: <reason>)")
+    if level >= 2 and not re.search(r"#pragma\s+HLS\s+DATAFLOW\b", text):
+        problems.append(f"dataflow: XCL_OPT {level} needs #pragma HLS DATAFLOW")
+    problems += _loop_problems(text)
+    if level == 4:
+        typedefs = {n: t.strip() for t, n in _TYPEDEF.findall(text)}
+        consts = {n: int(v) for n, v in _CONST.findall(text)}
+        widths = {p: _bits(t.replace("*", "").strip(), typedefs, consts) for t, p in params if "*" in t}
+        unknown = [p for p, w in widths.items() if w is None]
+        if unknown:
+            problems.append(f"512-bit: cannot tell the width of port(s) {', '.join(unknown)}")
+        elif widths and max(widths.values()) != 512:
+            problems.append(f"512-bit: XCL_OPT 4 ports must be 512 bits wide (the widest); got "
+                            f"{', '.join(f'{p}={w}' for p, w in widths.items())}")
+    return problems
+
+
+def _loop_problems(text: str) -> list[str]:
+    loops = []  # (open, close, pragma block at the top of the body)
+    for m in _FOR.finditer(text):
+        try:
+            i, j = _body(text, m.end())
+        except ValueError:
+            return ["pipeline: unbalanced braces"]
+        head = text[i + 1:j].lstrip()
+        pragmas = ""
+        while head.startswith("#pragma"):
+            line, _, head = head.partition("\n")
+            pragmas += line + "\n"
+            head = head.lstrip()
+        loops.append((i, j, pragmas, text[m.start():i].strip()))
+    # A loop that calls a stage function (a `void` function of the file: a dataflow region) walks
+    # tiles, not elements; it is not a streaming loop.
+    stages = set(re.findall(r"^\s*void\s+(\w+)\s*\(", text, re.M))
+    problems = []
+    for i, j, pragmas, header in loops:
+        unrolled = "UNROLL" in pragmas
+        inner = [l for l in loops if i < l[0] < j and "UNROLL" not in l[2]]
+        calls_stage = any(re.search(rf"(?<![.\w]){f}\s*\(", text[i:j]) for f in stages)  # not s.read()
+        if unrolled or inner or calls_stage:
+            continue
+        if not re.search(r"PIPELINE\s+II=1\b", pragmas):
+            problems.append(f"pipeline: loop `{header}` is not PIPELINE II=1")
+    return problems
+
+
+def lint_tree(gen_root: str, levels=(1, 2, 3, 4)) -> dict[str, list[str]]:
+    """{kernel source: problems} for the generated kernels of the given levels under gen_root: those
+    its kernels.json lists (sources of kernels no longer in the table may linger), else all found."""
+    manifest = os.path.join(gen_root, "kernels.json")
+    listed = None
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            listed = {os.path.join(gen_root, k["sources"][str(level)])
+                      for k in json.load(f)["kernels"].values() for level in levels}
+    found = {}
+    for level in levels:
+        for path in sorted(glob.glob(os.path.join(gen_root, "hls", "*", f"*_opt{level}.cpp"))):
+            if listed is not None and path not in listed:
+                continue
+            with open(path, encoding="utf-8") as f:
+                found[path] = lint_source(f.read(), level)
+    return found
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m codegen.lint", description=__doc__.splitlines()[0])
+    p.add_argument("gen", nargs="?", default="build/gen", help="the codegen output folder")
+    p.add_argument("--level", type=int, action="append", choices=(1, 2, 3, 4),
+                   help="only this XCL_OPT level (repeatable; default: every level found)")
+    args = p.parse_args(argv)
+    results = lint_tree(args.gen, tuple(args.level or (1, 2, 3, 4)))
+    if not results:
+        print(f"lint: no generated kernels under {args.gen}/hls; run `scons` first", file=sys.stderr)
+        return 1
+    bad = {path: probs for path, probs in results.items() if probs}
+    for path, probs in bad.items():
+        for prob in probs:
+            print(f"{path}: {prob}")
+    print(f"lint: {len(results)} kernel sources, {len(bad)} with problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Every pointwise kernel x dtype x XCL_OPT level against torch on the CPU.
+
+Exactly rounded ops must be bit exact (values, NaN-ness and the sign of zeros); transcendental
+ones within the ulp bound docs/kernels.md documents (ULP below). Inputs mix NaN, +-inf, +-0,
+denormals and extremes with random values, at lengths 0, 1, one not a multiple of any vector
+width and one past the 4096-element tile. Each run must have been counted as an FPGA run.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import aten_fpga
+
+LEVELS = (1, 2, 3, 4)
+LENGTHS = (0, 1, 37, 4133)  # 37 and 4133: no multiple of 16/32/64 lanes; 4133 > one tile
+
+F32, F16, C64, I32, I64, B = torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64, torch.bool
+ARITH = (F32, F16, C64, I32, I64)
+REAL = (F32, F16, I32, I64)
+CMP = (F32, F16, I32, I64, B)
+INTS = (I32, I64, B)
+FLOATS = (F32, F16)
+
+# Largest distance, in units in the last place, of a transcendental kernel from torch's CPU result
+# (measured with bench/ulp_pointwise.py; see docs/kernels.md). Ops not listed are bit exact.
+ULP = {
+    "sqrt": 1, "pow_scalar0.5": 1, "pow": 1, "pow_scalar": 1, "atan2": 1,
+    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1,
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
+    "sinh": 2, "cosh": 1, "tanh": 2, "atanh": 2, "erf": 1, "erfc": 3, "sigmoid": 3, "silu": 4,
+}
+# float16: ATen computes in float and rounds, so a float difference survives as at most 1 ulp; but
+# ATen's float16 erf is 0.6% off for |x| < 1e-4, where the result is a float16 subnormal (5 ulp).
+ULP16 = {**{op: 1 for op in ULP}, "erf": 5}
+# gelu cancels in 1 + erf(x / sqrt 2) for x < -3, where one ulp of erf is many of the result; its
+# bound is on the error relative to the input: |fpga - cpu| <= GELU_BOUND * |x|.
+GELU_BOUND = 2.0**-21
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str  # test id and, for transcendental ops, the ULP key
+    funcs: tuple[str, ...]  # the table entries that must have run on the FPGA
+    fn: Callable  # (*tensors) -> tensor, the same on "fpga" and the CPU
+    arity: int
+    dtypes: tuple[torch.dtype, ...]
+    zero_sign: bool = True  # whether the sign of a zero result is part of the contract
+    skip: Callable | None = None  # (*tensors) -> mask of elements where ATen is not the reference
+
+
+def alpha(t):
+    """An alpha that exercises the fused multiply-add. float16: 0.5, because ATen's scalar tail
+    rounds alpha * b to half before adding where its vector loop fuses (docs/kernels.md)."""
+    if t.dtype == F16:
+        return 0.5
+    return 0.37 if t.dtype.is_floating_point or t.dtype.is_complex else 3
+
+
+def u(name, fn, dtypes=(F32,), funcs=None):
+    return Op(name, funcs or (f"{name}.out",), fn, 1, dtypes)
+
+
+def b(name, fn, dtypes=(F32,), funcs=None, zero_sign=True, skip=None):
+    return Op(name, funcs or (f"{name}.out",), fn, 2, dtypes, zero_sign, skip)
+
+
+def scalar_tail(*xs):
+    """The elements ATen's CPU loop leaves to its scalar tail: past the last whole pair of AVX-512
+    vectors. Where the tail computes differently from the vector loop (pow with a scalar exponent
+    raises to it in double; complex products fuse; float16 rsqrt rounds twice), our kernels follow
+    the vector loop."""
+    n = xs[0].numel()
+    per_iteration = 2 * 64 // xs[0].element_size()
+    return torch.arange(n) >= n - n % per_iteration
+
+
+def tail_of(*dtypes):
+    """A skip: the scalar tail, for operands of these dtypes only (where ATen's tail differs)."""
+    return lambda x, *rest: scalar_tail(x) if x.dtype in dtypes else torch.zeros(x.shape, dtype=B)
+
+
+def huge_quotient(x, y):
+    """ATen's vector fmod (Sleef) returns NaN where |x / y| is near or past FLT_MAX (fmod(1, 1e-40));
+    its scalar tail and IEEE give the remainder, as our kernel does (docs/kernels.md)."""
+    return (x.double() / y.double()).abs() > 2.0**100
+
+
+OPS = [
+    # binary
+    b("add", lambda x, y: torch.add(x, y, alpha=alpha(x)), ARITH),
+    b("add_default_alpha", lambda x, y: x + y, ARITH, ("add.out",)),
+    b("add_complex_alpha", lambda x, y: torch.add(x, y, alpha=0.5 - 0.25j), (C64,), ("add.out",)),
+    b("sub", lambda x, y: torch.sub(x, y, alpha=alpha(x)), ARITH),
+    b("mul", torch.mul, ARITH, skip=tail_of(C64)),
+    b("div", torch.div, FLOATS),
+    b("div_trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc"), FLOATS, ("div.out_mode",)),
+    b("div_floor", lambda x, y: torch.div(x, y, rounding_mode="floor"), FLOATS, ("div.out_mode",)),
+    b("remainder", torch.remainder, FLOATS, funcs=("remainder.Tensor_out",), skip=huge_quotient),
+    b("fmod", torch.fmod, FLOATS, funcs=("fmod.Tensor_out",), skip=huge_quotient),
+    b("pow", torch.pow, FLOATS, funcs=("pow.Tensor_Tensor_out",)),
+    b("atan2", torch.atan2, FLOATS),
+    b("hypot", torch.hypot, FLOATS),
+    b("copysign", torch.copysign, FLOATS),
+    b("xlogy", torch.xlogy, FLOATS, funcs=("xlogy.OutTensor",)),
+    b("lerp_scalar", lambda x, y: torch.lerp(x, y, 0.3), (F32, F16, C64), funcs=("lerp.Scalar_out",)),
+    b("lerp_scalar_large", lambda x, y: torch.lerp(x, y, 0.8), (F32, F16, C64), funcs=("lerp.Scalar_out",)),
+    b("lerp_scalar_complex", lambda x, y: torch.lerp(x, y, 0.3 + 0.5j), (C64,), funcs=("lerp.Scalar_out",),
+      skip=tail_of(C64)),
+    # Of two equal zeros ATen's vector loop returns one, its scalar tail the other: not compared.
+    b("maximum", torch.maximum, CMP, zero_sign=False),
+    b("minimum", torch.minimum, CMP, zero_sign=False),
+    b("fmax", torch.fmax, FLOATS, zero_sign=False),
+    b("fmin", torch.fmin, FLOATS, zero_sign=False),
+    *(b(f"bitwise_{o}", getattr(torch, f"bitwise_{o}"), INTS, (f"bitwise_{o}.Tensor_out",)) for o in ("and", "or", "xor")),
+    *(b(f"logical_{o}", getattr(torch, f"logical_{o}"), CMP) for o in ("and", "or", "xor")),
+    *(b(o, getattr(torch, o), (F32, F16, C64, I32, I64, B) if o in ("eq", "ne") else CMP, (f"{o}.Tensor_out",))
+      for o in ("eq", "ne", "lt", "le", "gt", "ge")),
+    *(u(f"{o}_scalar", lambda x, o=o: getattr(torch, o)(x, 0.5 if x.dtype.is_floating_point else 1), REAL,
+        (f"{o}.Scalar_out",)) for o in ("eq", "ne", "lt", "le", "gt", "ge")),
+    # unary
+    u("abs", torch.abs, REAL),
+    u("neg", torch.neg, ARITH),
+    u("sign", torch.sign, REAL),
+    Op("sgn", ("sgn.out",), torch.sgn, 1, (F32, F16, C64, I32, I64), skip=tail_of(C64)),
+    u("reciprocal", torch.reciprocal, FLOATS),
+    u("sqrt", torch.sqrt, FLOATS),
+    # float16: ATen's scalar tail rounds sqrt to half before dividing, its vector loop does not.
+    Op("rsqrt", ("rsqrt.out",), torch.rsqrt, 1, FLOATS, skip=tail_of(F16)),
+    *(u(o, getattr(torch, o), FLOATS) for o in ("floor", "ceil", "round", "trunc", "frac")),
+    u("clamp", lambda x: torch.clamp(x, -2, 3), REAL),
+    u("clamp_lower", lambda x: torch.clamp(x, min=-2), REAL, ("clamp.out",)),
+    u("clamp_upper", lambda x: torch.clamp(x, max=3), REAL, ("clamp.out",)),
+    u("clamp_min", lambda x: torch.clamp_min(x, -2), REAL),
+    u("clamp_max", lambda x: torch.clamp_max(x, 3), REAL),
+    u("nan_to_num", torch.nan_to_num, FLOATS),
+    u("nan_to_num_given", lambda x: torch.nan_to_num(x, nan=1.5, posinf=7.0), FLOATS, ("nan_to_num.out",)),
+    *(u(f"pow_scalar{e}", lambda x, e=e: torch.pow(x, e), funcs=("pow.Tensor_Scalar_out",))
+      for e in (2, 3, 0.5, -0.5, -1, -2)),
+    Op("pow_scalar", ("pow.Tensor_Scalar_out",), lambda x: torch.pow(x, 1.7), 1, (F32,), skip=tail_of(F32)),
+    *(u(o, getattr(torch, o), FLOATS) for o in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin",
+                                                "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+                                                "acosh", "atanh", "sigmoid", "erf", "erfc")),
+    u("silu", F.silu, FLOATS),
+    # ATen's gelu(+inf) is NaN (its vector erf); ours is +inf (docs/kernels.md).
+    Op("gelu", ("gelu.out",), F.gelu, 1, FLOATS, skip=lambda x: x == math.inf),
+    u("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), FLOATS, ("gelu.out",)),
+    # ternary
+    Op("where", ("where.self",), torch.where, 3,
+       (F32, F16, C64, I32, I64, B)),
+    Op("where_out", ("where.self_out",),
+       lambda c, x, y: torch.where(c, x, y, out=torch.empty(0, dtype=x.dtype, device=x.device)), 3, (F32, I64)),
+    Op("addcmul", ("addcmul.out",), lambda x, y, z: torch.addcmul(x, y, z, value=0.37), 3, (F32, F16, C64),
+       skip=tail_of(C64)),
+    Op("addcmul_complex", ("addcmul.out",), lambda x, y, z: torch.addcmul(x, y, z, value=0.37 - 0.2j), 3, (C64,),
+       skip=tail_of(C64)),
+    Op("addcdiv", ("addcdiv.out",), lambda x, y, z: torch.addcdiv(x, y, z, value=0.37), 3, FLOATS),
+    Op("lerp", ("lerp.Tensor_out",), torch.lerp, 3, FLOATS),
+]
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+FLOAT_SPECIALS = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-40, -1e-45, 1.0, -1.0, 0.5, -2.5, 3.0, 1e30,
+                  -3.4e38, 0.75, 2.0]
+
+
+def specials(dtype: torch.dtype) -> torch.Tensor:
+    if dtype == B:
+        return torch.tensor([False, True])
+    if dtype in (I32, I64):
+        info = torch.iinfo(dtype)
+        return torch.tensor([0, 1, -1, 2, -7, 3, info.max, info.min], dtype=dtype)
+    if dtype == F16:
+        return torch.tensor(FLOAT_SPECIALS + [6e-8, 65504.0], dtype=F32).to(F16)  # 6e-8: a float16 denormal
+    vals = torch.tensor(FLOAT_SPECIALS, dtype=F32)
+    if dtype == C64:
+        return torch.complex(vals, vals.roll(3))
+    return vals
+
+
+def randoms(dtype: torch.dtype, n: int, gen: torch.Generator) -> torch.Tensor:
+    if dtype == B:
+        return torch.randint(0, 2, (n,), generator=gen).bool()
+    if dtype in (I32, I64):
+        return torch.randint(-50, 50, (n,), generator=gen, dtype=dtype)
+    r = torch.randn(n, generator=gen) * 3
+    if dtype == C64:
+        return torch.complex(r, torch.randn(n, generator=gen))
+    return r.to(dtype)
+
+
+def operands(arity: int, dtype: torch.dtype, n: int, seed: int = 0) -> list[torch.Tensor]:
+    """`arity` tensors of length n whose first elements pair every special value with every other
+    (a cross product), the rest random."""
+    gen = torch.Generator().manual_seed(seed)
+    s = specials(dtype)
+    combos = list(itertools.product(range(len(s)), repeat=arity))
+    if arity == 3:  # the ternary ops are tested on special pairs against a random third operand
+        combos = [c for c in combos if c[2] == c[0]]
+    out = []
+    for k in range(arity):
+        head = s[torch.tensor([c[k] for c in combos])]
+        out.append(torch.cat([head, randoms(dtype, max(0, n - len(head)), gen)])[:n])
+    return out
+
+
+# --- comparison ------------------------------------------------------------------------------------
+
+def ordered(t: torch.Tensor) -> torch.Tensor:
+    """float32 / float16 bits as integers in the floats' order, so |a - b| counts ulps."""
+    bits = 16 if t.dtype == F16 else 32
+    i = t.view(torch.int16 if bits == 16 else torch.int32).to(torch.int64)
+    return torch.where(i < 0, -(i & ((1 << (bits - 1)) - 1)), i)
+
+
+def ulp_distance(actual: torch.Tensor, expected: torch.Tensor) -> tuple[int, int]:
+    """(the largest ulp distance where both float32 / float16 results are numbers, how many
+    elements are NaN in one result only)."""
+    nan_a, nan_e = actual.isnan(), expected.isnan()
+    both = ~nan_a & ~nan_e
+    worst = int((ordered(actual[both]) - ordered(expected[both])).abs().max()) if both.any() else 0
+    return worst, int((nan_a != nan_e).sum())
+
+
+def gelu_error(actual: torch.Tensor, expected: torch.Tensor, x: torch.Tensor) -> float:
+    """The largest |actual - expected| / |x| (0 where both are equal, NaN included)."""
+    same = (actual == expected) | (actual.isnan() & expected.isnan())
+    if same.all():
+        return 0.0
+    return float(((actual - expected).abs()[~same] / x.abs()[~same]).max())
+
+
+def assert_matches(op: Op, actual: torch.Tensor, expected: torch.Tensor, x: torch.Tensor | None = None) -> None:
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if op.name == "gelu":
+        bound = GELU_BOUND if expected.dtype == F32 else 2.0**-10
+        assert gelu_error(actual.float(), expected.float(), x.float()) <= bound, "gelu beyond its bound"
+        return
+    bound = (ULP if expected.dtype == F32 else ULP16 if expected.dtype == F16 else {}).get(op.name)
+    if bound is not None:
+        worst, nan_mismatches = ulp_distance(actual, expected)
+        assert nan_mismatches == 0, f"{op.name}: NaN in one result only"
+        assert worst <= bound, f"{op.name}: {worst} ulp, beyond the bound of {bound}"
+        return
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    if op.zero_sign and (expected.is_floating_point() or expected.is_complex()):
+        parts = (torch.view_as_real(actual), torch.view_as_real(expected)) if expected.is_complex() else (actual, expected)
+        zeros = parts[1] == 0
+        assert torch.equal(parts[0][zeros].signbit(), parts[1][zeros].signbit()), f"{op.name}: sign of a zero differs"
+
+
+# --- tests -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
+def level(request):
+    aten_fpga.load(request.param)  # once per level: the tests are grouped by it
+    yield request.param
+    aten_fpga.load(4)
+
+
+CASES = [pytest.param(op, dt, id=f"{op.name}-{str(dt).split('.')[1]}") for op in OPS for dt in op.dtypes]
+
+
+@pytest.mark.parametrize("op,dtype", CASES)
+def test_op(level, op, dtype):
+    aten_fpga.reset_stats()
+    for n in LENGTHS:
+        args = operands(op.arity, dtype, n, seed=n)
+        if op.name.startswith("where"):  # a bool condition
+            args[0] = args[0] != 0 if dtype != C64 else args[0].real != 0
+        expected = op.fn(*args)
+        actual = op.fn(*(a.to("fpga") for a in args))
+        assert actual.device.type == "fpga"
+        actual = actual.cpu()
+        if op.skip is not None:
+            keep = ~op.skip(*args)
+            assert keep.sum() >= n // 2 or n < 128  # a long tensor is mostly compared
+            actual, expected, args = actual[keep], expected[keep], [a[keep] for a in args]
+        assert_matches(op, actual, expected, args[0] if args else None)
+    stats = aten_fpga.stats()
+    for func in op.funcs:
+        s = stats.get(func, {"fpga": 0, "cpu_fallback": 0})
+        assert s["fpga"] >= len(LENGTHS) and s["cpu_fallback"] == 0, (func, s)
+
+
+def test_every_table_entry_is_tested():
+    """Each pointwise entry of the table is exercised above (so a new entry needs a test)."""
+    import yaml
+
+    with open(aten_fpga.__file__.rsplit("/", 2)[0] + "/native_functions_fpga.yaml") as f:
+        table = yaml.safe_load(f)
+    pointwise = {func for func, e in table.items() if e["kernel"].split("/")[0] in ("unary", "binary", "ternary")}
+    tested = {func for op in OPS for func in op.funcs}
+    assert pointwise - tested == set()
+
+
+def test_broadcast_strided_and_mixed_dtypes(level):
+    """Ports of other dtypes or layouts than the kernel's are made on the device, then cast back."""
+    aten_fpga.reset_stats()
+    x, y = torch.randn(33, 1), torch.randint(-3, 3, (1, 17))
+    X, Y = x.to("fpga"), y.to("fpga")
+    assert_matches(OPS[0], torch.eq(X, Y).cpu(), torch.eq(x, y))  # float vs int64 -> bool
+    assert_matches(OPS[0], torch.where(X > 0, X.t().contiguous().t(), Y).cpu(), torch.where(x > 0, x, y))
+    out = torch.empty(33, 17, device="fpga")  # a float out for a bool-valued op
+    torch.logical_and(X, Y, out=out)
+    assert_matches(OPS[0], out.cpu(), torch.logical_and(x, y).float())
+    s = aten_fpga.stats()
+    assert s["eq.Tensor_out"]["fpga"] == 1 and s["logical_and.out"]["fpga"] == 1 and s["where.self"]["fpga"] == 1

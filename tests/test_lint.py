@@ -1,0 +1,110 @@
+"""The pragma lint (codegen/lint.py): every kernel the library can generate passes it, and each
+rule catches a template broken on purpose (a copy of kernels/hls in tmp_path, edited)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from codegen import library as kernel_library
+from codegen.gen_hls import template_env
+from codegen.generate import HLS_ROOT
+from codegen.lint import lint_source, lint_tree, main
+from codegen.model import DTYPES, LEVELS, Kernel
+
+
+def render(root, category: str, op: str, dtype: str, level: int) -> str:
+    lib = kernel_library.load_library(str(root))
+    k = Kernel(lib[category].ops[op], DTYPES[dtype])
+    return template_env(str(root)).get_template(f"{category}/opt{level}.cpp.j2").render(
+        kernel=k, op=k.op, dtype=k.dtype, level=level)
+
+
+def test_every_library_kernel_passes():
+    lib = kernel_library.load_library(HLS_ROOT)
+    env = template_env(HLS_ROOT)
+    checked = 0
+    for cat in lib.values():
+        for op in cat.ops.values():
+            for d in op.dtypes:
+                k = Kernel(op, DTYPES[d])
+                for level in LEVELS:
+                    text = env.get_template(f"{cat.name}/opt{level}.cpp.j2").render(
+                        kernel=k, op=op, dtype=k.dtype, level=level)
+                    assert lint_source(text, level) == [], (k.name, level)
+                    checked += 1
+    assert checked > 500
+
+
+@pytest.fixture
+def broken(tmp_path):
+    """A copy of the template tree to break; returns (root, edit(file, old, new))."""
+    root = tmp_path / "hls"
+    shutil.copytree(HLS_ROOT, root)
+
+    def edit(rel: str, old: str, new: str) -> None:
+        path = root / rel
+        text = path.read_text()
+        assert old in text, f"{old!r} not in {rel}: the test is out of date with the template"
+        path.write_text(text.replace(old, new))
+
+    return root, edit
+
+
+@pytest.mark.parametrize("rel,old,new,level,rule", [
+    # a pointer without its m_axi interface
+    ("pointwise/_kernel.j2", "#pragma HLS INTERFACE m_axi port={{ p.name }}", "// (no m_axi for {{ p.name }})",
+     1, "m_axi: pointer 'in1'"),
+    # two pointers on one bundle, no reason given
+    ("pointwise/_kernel.j2", "bundle=gmem{{ loop.index0 }}", "bundle=gmem", 2, "share bundle gmem"),
+    # a scalar without s_axilite
+    ("pointwise/_kernel.j2", "{% for s in op.scalars %}#pragma HLS INTERFACE s_axilite port={{ s.name }}",
+     "{% for s in op.scalars %}// {{ s.name }}", 1, "s_axilite: scalar 'alpha'"),
+    # no s_axilite for return
+    ("pointwise/_kernel.j2", "#pragma HLS INTERFACE s_axilite port=return", "", 3, "for return"),
+    # the dataflow region lost its pragma
+    ("pointwise/_dataflow.j2", "#pragma HLS DATAFLOW", "", 2, "dataflow: XCL_OPT 2"),
+    # a streaming loop not pipelined
+    ("pointwise/opt1.cpp.j2", "#pragma HLS PIPELINE II=1\n      buf_{{ p.name }}[i]", "      buf_{{ p.name }}[i]", 1,
+     "pipeline: loop"),
+    ("pointwise/_dataflow.j2", "#pragma HLS PIPELINE II=1\n    out[i]", "#pragma HLS PIPELINE II=2\n    out[i]", 4,
+     "pipeline: loop"),
+    # level 4 ports narrower than 512 bits
+    ("pointwise/_dataflow.j2", "const int LANES = {{ kernel.lanes }};", "const int LANES = {{ kernel.lanes // 2 }};", 4,
+     "512-bit: XCL_OPT 4 ports must be 512 bits"),
+    # no extern "C" top function
+    ("pointwise/_dataflow.j2", 'extern "C" void', "void", 4, 'top: expected one extern "C"'),
+])
+def test_lint_catches_a_broken_template(broken, rel, old, new, level, rule):
+    root, edit = broken
+    assert lint_source(render(root, "binary", "add", "float32", level), level) == []  # intact: clean
+    edit(rel, old, new)
+    problems = lint_source(render(root, "binary", "add", "float32", level), level)
+    assert any(rule in p for p in problems), problems
+
+
+def test_shared_bundle_with_a_reason_is_allowed(broken):
+    root, edit = broken
+    edit("pointwise/_kernel.j2", "bundle=gmem{{ loop.index0 }}", "bundle=gmem  // shared: one HBM bank")
+    assert lint_source(render(root, "binary", "add", "float32", 2), 2) == []
+
+
+def test_cli_reports_and_fails(tmp_path, broken, capsys):
+    root, edit = broken
+    (tmp_path / "gen" / "hls" / "binary").mkdir(parents=True)
+    good = render(root, "binary", "mul", "float32", 2)
+    edit("pointwise/_dataflow.j2", "#pragma HLS DATAFLOW", "")
+    bad = render(root, "binary", "add", "float32", 2)
+    (tmp_path / "gen" / "hls" / "binary" / "v_mul_float32_opt2.cpp").write_text(good)
+    (tmp_path / "gen" / "hls" / "binary" / "v_add_float32_opt2.cpp").write_text(bad)
+    assert set(lint_tree(str(tmp_path / "gen"), (2,))) == {
+        str(tmp_path / "gen" / "hls" / "binary" / f"v_{o}_float32_opt2.cpp") for o in ("add", "mul")}
+    assert main([str(tmp_path / "gen")]) == 1
+    out = capsys.readouterr().out
+    assert "v_add_float32_opt2.cpp: dataflow" in out and "v_mul" not in out.split("lint:")[0]
+    assert main([str(tmp_path / "nothing")]) == 1
+    # With a manifest only the kernels it lists are linted (a stale source is not).
+    (tmp_path / "gen" / "kernels.json").write_text(json.dumps(
+        {"kernels": {"v_mul_float32": {"sources": {str(l): f"hls/binary/v_mul_float32_opt{l}.cpp" for l in LEVELS}}}}))
+    assert main([str(tmp_path / "gen"), "--level", "2"]) == 0

@@ -42,7 +42,7 @@ struct Image {
 Image read(const std::string& path);
 
 // How the host encodes a scalar argument of this C type in its 64-bit slot: 'f' floating point,
-// 'i' signed, 'u' unsigned, 'b' bool, 'c' complex; 'p' for a pointer type.
+// 'i' signed, 'u' unsigned, 'b' bool, 'c' complex; a pointer by the elements it carries.
 char encoding(const std::string& type);
 
 }  // namespace aten_fpga::xclbin

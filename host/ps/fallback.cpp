@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "stats.h"
@@ -29,27 +30,39 @@ std::string op_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? name : name + "." + n.overload_name;
 }
 
+// The counters of `op`, looked up once per operator (by its schema's address, stable for the
+// operator's lifetime) rather than by building its name on every call.
+OpStats& stats_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static auto* by_schema = new std::unordered_map<const void*, OpStats*>();
+  std::lock_guard<std::mutex> g(mu);
+  OpStats*& slot = (*by_schema)[&op.schema()];
+  if (slot == nullptr) slot = &op_stats(op_name(op));
+  return *slot;
+}
+
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string name = op_name(op);
+  OpStats& stats = stats_of(op);
   switch (policy()) {
     case Policy::Silent:
       break;
     case Policy::Warn: {
       static std::mutex mu;
-      static std::unordered_set<std::string> warned;
+      static std::unordered_set<const OpStats*> warned;
       std::lock_guard<std::mutex> g(mu);
-      if (warned.insert(name).second) {
-        TORCH_WARN("aten_fpga: ", name, " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)");
+      if (warned.insert(&stats).second) {
+        TORCH_WARN("aten_fpga: ", stats.name, " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)");
       }
       break;
     }
     case Policy::Error:
-      TORCH_CHECK(false, "aten_fpga: ", name, " has no FPGA kernel (ATEN_FPGA_FALLBACK=error). Add it to "
+      TORCH_CHECK(false, "aten_fpga: ", stats.name, " has no FPGA kernel (ATEN_FPGA_FALLBACK=error). Add it to "
                   "native_functions_fpga.yaml, or unset ATEN_FPGA_FALLBACK to run it on the CPU.");
   }
-  op_stats(name).cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  stats.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  OpScope scope(stats);  // its copies to and from the CPU count for this op
   at::native::cpu_fallback(op, stack);
 }
 

@@ -8,14 +8,20 @@
 #include <ATen/TensorIterator.h>
 #include <c10/core/Scalar.h>
 
+#include <atomic>
 #include <exception>
 #include <string>
 
 namespace aten_fpga {
 
-// A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>.
+struct KernelTable;
+
+// A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>. fpga_kernel caches
+// the image's KernelInfo per device and dtype here, so a launch does no name building or lookup;
+// loading an image starts a new table.
 struct KernelRef {
   const char* name;
+  mutable std::atomic<const KernelTable*> table{nullptr};
 };
 
 // Thrown before any side effect when the image has no kernel for the iterator's dtype; the

@@ -72,6 +72,13 @@ PYBIND11_MODULE(_C, m) {
     const auto* k = aten_fpga::device(i).find_kernel(name);
     return k ? k->cus : 0;
   }, py::arg("name"), py::arg("device") = 0);
+  m.def("kernel_args", [](const std::string& name, int i) {
+    std::vector<py::tuple> args;
+    if (const auto* k = aten_fpga::device(i).find_kernel(name)) {
+      for (const auto& a : k->args) args.push_back(py::make_tuple(a.name, a.is_pointer, a.bytes, std::string(1, a.type)));
+    }
+    return args;
+  }, py::arg("name"), py::arg("device") = 0, "a kernel's arguments: (name, is_pointer, bytes, type)");
   m.def("cu_activity", &cu_activity, py::arg("device") = 0,
         "per compute unit: runs, busy time, and the last run's interval, host thread and arguments");
   m.def("stats", [] {

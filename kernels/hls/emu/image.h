@@ -63,7 +63,10 @@ afpga_emu_arg describe() {
   }
 }
 
-inline std::vector<afpga_emu_kernel>& registry() {
+// Hidden: a default-visibility static in an inline function is an STB_GNU_UNIQUE symbol, which
+// the dynamic loader binds to the first image loaded, so a second image (another level) would
+// register its kernels into the first one's table and run the first one's kernels.
+__attribute__((visibility("hidden"))) inline std::vector<afpga_emu_kernel>& registry() {
   static std::vector<afpga_emu_kernel> kernels;
   return kernels;
 }

@@ -53,7 +53,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       static std::unordered_set<const OpStats*> warned;
       std::lock_guard<std::mutex> g(mu);
       if (warned.insert(&stats).second) {
-        TORCH_WARN("aten_fpga: ", stats.name, " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)");
+        // verbatim: the message is for users; where in our C++ it was raised is not
+        c10::warn(c10::Warning(c10::UserWarning(), {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                               "aten_fpga: " + stats.name + " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)",
+                               /*verbatim=*/true));
       }
       break;
     }

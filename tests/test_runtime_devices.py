@@ -1,5 +1,6 @@
 """Several devices: ATEN_FPGA_EMU_DEVICES=N gives fpga:0..N-1, each with its own memory, kernels
 and caching allocator; copies between them run device to device; the device guard routes ops."""
+import aten_fpga
 from runtime_support import last_json, run_python
 
 
@@ -49,3 +50,10 @@ def test_two_devices_copies_and_guarded_ops():
     assert out["back"]
     assert "fpga:0 and fpga:1" in out["mixed"]
     assert "invalid fpga device index 2: there are 2 fpga devices" in out["bad_index"]
+
+
+def test_device_kind_is_chosen_by_env_and_bad_values_are_named():
+    assert aten_fpga._C.device_kind() == "emu"
+    r = run_python("import torch, aten_fpga", ATEN_FPGA_DEVICE="gpu")
+    assert r.returncode != 0
+    assert "ATEN_FPGA_DEVICE='gpu': expected emu (the emulated device) or xrt (a card through XRT)" in r.stderr

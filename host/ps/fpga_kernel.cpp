@@ -197,6 +197,7 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
   const c10::Device where = iter.device(0);
   const KernelInfo* info = find_kernel(kernel, where.index(), dtype);
   if (info == nullptr) kernel_unavailable(kernel, where, dtype);
+  Device& dev = device(where.index());
 
   const int nt = iter.ntensors(), nout = iter.noutputs();
   TORCH_CHECK(info->args.size() == nt + scalars.size() + 1, info->name, " takes ", info->args.size(),
@@ -223,12 +224,14 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
   const int64_t cus = std::max<int64_t>(1, std::min<int64_t>(info->cus, n / kMinElementsPerCU));
   const int64_t per_cu = (n + cus - 1) / cus;
   const int64_t chunk = (per_cu + lanes - 1) / lanes * lanes;
-  std::vector<std::vector<KernelArg>> runs;
-  runs.reserve(cus);
-  for (int64_t start = 0; start < n; start += chunk) {
+  // Reused per thread: a launch allocates no argument lists once they have grown.
+  thread_local std::vector<std::vector<KernelArg>> runs;
+  runs.resize(cus);
+  int64_t cu = 0;
+  for (int64_t start = 0; start < n; start += chunk, ++cu) {
     const int64_t len = std::min(chunk, n - start);
-    std::vector<KernelArg>& args = runs.emplace_back();
-    args.reserve(info->args.size());
+    std::vector<KernelArg>& args = runs[cu];
+    args.clear();
     for (const Port& port : ports) args.push_back({port.alloc->buffer.get(), port.offset + start * elsize, 0});
     for (size_t s = 0; s < scalars.size(); ++s) args.push_back({nullptr, 0, encode_scalar(scalars[s], info->args[nt + s])});
     args.push_back({nullptr, 0, static_cast<uint64_t>(len)});
@@ -237,7 +240,8 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel, c10::Arr
     // The launch as a named range in torch.profiler (free when no profiler is active).
     at::RecordFunction range(at::RecordScope::FUNCTION);
     if (range.isActive()) range.before(std::string_view(info->name));
-    device(where.index()).run(*info, runs);
+    runs.resize(cu);
+    dev.run(*info, runs);
   }
 
   for (int p = nt - nout; p < nt; ++p) {

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "emu_device.h"
@@ -24,11 +23,10 @@ size_t env_size(const char* name, size_t fallback) {
 }
 
 struct Devices {
-  std::once_flag once;
   std::string kind;
   std::vector<std::unique_ptr<Device>> list;
-  void init() {
-    std::call_once(once, [this] {
+  Devices() {
+    {
       const char* k = std::getenv("ATEN_FPGA_DEVICE");
       kind = k == nullptr || *k == '\0' ? "emu" : k;
       if (kind == "emu") {
@@ -43,13 +41,14 @@ struct Devices {
       } else {
         TORCH_CHECK(false, "ATEN_FPGA_DEVICE='", kind, "': expected emu (the emulated device) or xrt (a card through XRT)");
       }
-    });
+    }
   }
 };
 
 Devices& devices() {
-  static Devices* d = new Devices();  // never destroyed: tensors may outlive static destruction
-  d->init();
+  // Created on first use (a failure is raised again on the next use); never destroyed: tensors
+  // may outlive static destruction.
+  static Devices* d = new Devices();
   return *d;
 }
 

@@ -98,12 +98,8 @@ std::string format_bytes(int64_t n) {
     v /= 1024;
     ++u;
   }
-  char buf[64];
-  if (u == 0) {
-    std::snprintf(buf, sizeof(buf), "%lld bytes", static_cast<long long>(n));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.2f %s (%lld bytes)", v, units[u], static_cast<long long>(n));
-  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return buf;
 }
 
@@ -216,12 +212,12 @@ std::unique_ptr<Buffer> new_buffer(Device& d, int index, size_t cls, size_t requ
     c.count_oom();
     const MemoryStats s = c.stats();
     TORCH_CHECK_WITH(OutOfMemoryError, false, "fpga:", index, " out of memory: tried to allocate ",
-                     format_bytes(static_cast<int64_t>(requested)), " (a block of ", format_bytes(static_cast<int64_t>(cls)),
+                     format_bytes(static_cast<int64_t>(requested)), " (", requested, " bytes, a block of ", cls,
                      "); tensors on this device hold ", format_bytes(s.allocated_bytes), " of its ",
                      format_bytes(static_cast<int64_t>(d.capacity())),
-                     " (its cache of freed blocks was released and the allocation retried). Free tensors you no "
-                     "longer need; for the emulated device, ATEN_FPGA_EMU_MEMORY sets its memory in bytes. [",
-                     e.what_without_backtrace(), "]");
+                     ", and its cache of freed blocks was released before a retry. Free tensors you no longer "
+                     "need; for the emulated device, ATEN_FPGA_EMU_MEMORY sets its memory in bytes. (",
+                     e.what_without_backtrace(), ")");
   }
   return nullptr;  // unreachable
 }

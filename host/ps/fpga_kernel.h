@@ -18,7 +18,8 @@ struct KernelTable;
 
 // A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>. fpga_kernel caches
 // the image's KernelInfo per device and dtype here, so a launch does no name building or lookup;
-// loading an image starts a new table.
+// loading an image starts a new table. Declare KernelRefs static (as the generated code does): each
+// table lives for the process.
 struct KernelRef {
   const char* name;
   mutable std::atomic<const KernelTable*> table{nullptr};

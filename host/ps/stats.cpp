@@ -21,7 +21,7 @@ struct ThreadAccount {
 };
 thread_local ThreadAccount account;
 
-// Syncs outside every op and kernel (rare: e.g. a storage shared with numpy) still count.
+// The syncs of a kernel that failed midway, and any outside every op, still count somewhere.
 OpStats& unattributed() {
   static OpStats& s = op_stats("(outside ops)");
   return s;

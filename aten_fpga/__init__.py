@@ -25,7 +25,7 @@ if not hasattr(torch, "fpga"):
     torch._register_device_module("fpga", _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
-__all__ = ["load", "image", "stats", "reset_stats", "format_stats"]
+__all__ = ["load", "image", "stats", "reset_stats", "format_stats", "report", "format_report"]
 
 
 def load(image: str | int) -> str:
@@ -46,29 +46,62 @@ def image() -> str:
 
 def stats() -> dict[str, dict[str, int]]:
     """Per ATen op: how many times it ran as an FPGA kernel and how many times on the CPU."""
-    return {op: {"fpga": f, "cpu_fallback": c} for op, (f, c) in sorted(_C.stats().items())}
+    return {op: {"fpga": r["fpga"], "cpu_fallback": r["cpu_fallback"]}
+            for op, r in report().items() if r["fpga"] or r["cpu_fallback"]}
+
+
+def report() -> dict[str, dict[str, float]]:
+    """Per ATen op: FPGA launches, CPU fallbacks, bytes synced host->device and device->host
+    (the traffic a card would see over PCIe), and seconds spent in FPGA kernels (syncs,
+    device-side copies and runs) and on the host (CPU fallback and copies, their syncs included).
+    Syncs outside any op are under "(outside ops)"; copies are under "_copy_from"."""
+    rows = {}
+    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns) in sorted(_C.stats().items()):
+        rows[op] = {"fpga": fpga, "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
+                    "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9}
+    return rows
 
 
 def reset_stats() -> None:
+    """Zero every counter of stats() and report()."""
     _C.reset_stats()
 
 
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join(fmt(r) for r in [header] + rows)
+
+
 def format_stats() -> str:
-    rows = stats()
-    width = max([len("op")] + [len(op) for op in rows])
-    lines = [f"{'op':<{width}}  {'fpga':>8}  {'cpu_fallback':>12}"]
-    lines += [f"{op:<{width}}  {r['fpga']:>8}  {r['cpu_fallback']:>12}" for op, r in rows.items()]
-    return "\n".join(lines)
+    return _table(["op", "fpga", "cpu_fallback"],
+                  [[op, str(r["fpga"]), str(r["cpu_fallback"])] for op, r in stats().items()])
+
+
+def format_report() -> str:
+    """report() as a table, the ops that moved the most bytes first."""
+    rows = sorted(report().items(), key=lambda kv: -(kv[1]["bytes_to_device"] + kv[1]["bytes_to_host"]))
+    return _table(["op", "fpga", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"],
+                  [[op, str(r["fpga"]), str(r["cpu_fallback"]), _bytes(r["bytes_to_device"]), _bytes(r["bytes_to_host"]),
+                    f"{r['fpga_seconds'] * 1e3:.3f}", f"{r['cpu_seconds'] * 1e3:.3f}"] for op, r in rows])
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def _load_default_image() -> None:
-    """ATEN_FPGA_IMAGE (a path or a level 1-4) or the opt=4 emulated image, when it is built."""
+    """ATEN_FPGA_IMAGE (a path, or a level 1-4 for the emulated device), else on the emulated
+    device the opt=4 image when it is built. An XRT device loads only what ATEN_FPGA_IMAGE names."""
     choice = os.environ.get("ATEN_FPGA_IMAGE", "")
     if choice:
         load(int(choice) if choice.isdigit() else choice)
-    elif os.path.exists(emu_image_path(4)):
+    elif _C.device_kind() == "emu" and os.path.exists(emu_image_path(4)):
         load(4)
-    # else: no image yet; the first kernel launch says how to build one
+    # else: no image yet; the first kernel launch says how to build or load one
 
 
 _load_default_image()

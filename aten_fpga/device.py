@@ -6,7 +6,11 @@ import torch
 from ._C_loader import _C
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "synchronize",
-           "get_device_name", "manual_seed", "manual_seed_all", "initial_seed"]
+           "get_device_name", "manual_seed", "manual_seed_all", "initial_seed", "memory_allocated",
+           "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
+           "memory_stats", "empty_cache", "OutOfMemoryError"]
+
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 def is_available() -> bool:
@@ -83,3 +87,41 @@ def initial_seed() -> int:
 
 def _is_in_bad_fork() -> bool:
     return False
+
+
+# --- memory: the caching allocator's counters, per device (as torch.cuda's) -----------------------
+
+def memory_stats(dev=None) -> dict[str, int]:
+    """The caching allocator's counters for `dev`: bytes held by tensors ("allocated_bytes"),
+    asked for by them ("requested_bytes"), and held from the device, cached blocks included
+    ("reserved_bytes"), each .current and .peak; allocation and device-buffer ("segment")
+    counts; cache hits, retries after freeing the cache, and out-of-memory errors."""
+    return dict(sorted(_C.memory_stats(_index(dev)).items()))
+
+
+def memory_allocated(dev=None) -> int:
+    """Bytes of device memory held by tensors (whole blocks) on `dev`."""
+    return _C.memory_stats(_index(dev))["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(dev=None) -> int:
+    """The peak of memory_allocated since the start or reset_peak_memory_stats()."""
+    return _C.memory_stats(_index(dev))["allocated_bytes.all.peak"]
+
+
+def memory_reserved(dev=None) -> int:
+    """Bytes of device memory held by the allocator: tensors' blocks and cached free blocks."""
+    return _C.memory_stats(_index(dev))["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(dev=None) -> int:
+    return _C.memory_stats(_index(dev))["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(dev=None) -> None:
+    _C.reset_peak_memory_stats(_index(dev))
+
+
+def empty_cache() -> None:
+    """Return the cached free blocks of every device to the device (tensors keep theirs)."""
+    _C.empty_cache()

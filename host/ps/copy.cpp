@@ -1,11 +1,14 @@
-// Copies across and within the device, honouring each allocation's coherence state. CPU <-> fpga
+// Copies across and within devices, honouring each allocation's coherence state. CPU <-> fpga
 // goes through the host shadow (the device side is synced lazily, when a kernel needs it);
-// fpga -> fpga on one device runs on the device copies (the emulator's data mover), so chains of
-// FPGA work never bounce through the host.
+// fpga -> fpga runs on the devices: a dense copy of one dtype is a device-to-device block copy
+// (a DMA on a card), any other (strided, broadcast, casting) runs on the device copies where the
+// devices' memory is addressable (the emulator's data mover, also between devices). Only a
+// strided or casting copy on a device whose memory its kernels alone reach goes through the host.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
+#include "stats.h"
 #include "tensor_views.h"
 
 namespace aten_fpga {
@@ -25,9 +28,35 @@ void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) 
   mark_host_written(d);
 }
 
+// Same dtype, same strides, no gaps: the copy is one block of bytes.
+bool block_copyable(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.strides() == dst.strides() && src.sizes() == dst.sizes() &&
+         src.is_non_overlapping_and_dense();
+}
+
+void copy_fpga_to_fpga(const at::Tensor& src, const at::Tensor& dst) {
+  Allocation* s = allocation_of(src);
+  Allocation* d = allocation_of(dst);
+  if (s->device == d->device && block_copyable(src, dst)) {
+    copy_valid_bytes(d, dst.storage_offset() * dst.element_size(), s, src.storage_offset() * src.element_size(),
+                     src.numel() * src.element_size());
+  } else if (s->device->device_address(*s->buffer) && d->device->device_address(*d->buffer)) {
+    sync_to_device(s);
+    auto [off, n] = byte_span(dst);
+    prepare_device_write(d, off, n);
+    device_alias(dst).copy_(device_alias(src));
+    mark_device_written(d);
+  } else {
+    sync_to_host(s);
+    copy_into_fpga_from_host(dst, host_alias(src));
+  }
+}
+
 }  // namespace
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  static OpStats& stats = op_stats("_copy_from");
+  OpScope scope(stats);
   if (dst.numel() == 0) return dst;
   const bool src_fpga = self.is_privateuseone();
   const bool dst_fpga = dst.is_privateuseone();
@@ -38,18 +67,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     copy_into_fpga_from_host(dst, self);
   } else {
     TORCH_CHECK(src_fpga && dst_fpga, "_copy_from: neither tensor is on fpga");
-    Allocation* s = allocation_of(self);
-    Allocation* d = allocation_of(dst);
-    if (s && d && s->device == d->device && s->device->device_address(*s->buffer)) {
-      sync_to_device(s);
-      auto [off, n] = byte_span(dst);
-      prepare_device_write(d, off, n);
-      device_alias(dst).copy_(device_alias(self));
-      mark_device_written(d);
-    } else {  // across devices, or a device whose memory only its kernels reach
-      sync_to_host(s);
-      copy_into_fpga_from_host(dst, host_alias(self));
-    }
+    copy_fpga_to_fpga(self, dst);
   }
   return dst;
 }
@@ -60,6 +78,8 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  static OpStats& stats = op_stats("_local_scalar_dense");
+  OpScope scope(stats);
   sync_to_host(allocation_of(self));
   return at::_local_scalar_dense(host_alias(self));
 }

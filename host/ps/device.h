@@ -2,9 +2,12 @@
 // XRT). Everything above it -- allocator, copies, fpga_kernel -- is written against this.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,19 @@ struct KernelArg {
   uint64_t bits = 0;         // a scalar's bytes, low bytes first
 };
 
+// What one compute unit did: totals over the process, and its last run (when, on which host
+// thread, with which arguments). Tests use it to see that CUs run concurrently on disjoint
+// ranges; reports use the totals.
+struct CuActivity {
+  static constexpr int kMaxArgs = 16;
+  int64_t runs = 0;
+  int64_t busy_ns = 0;
+  int64_t last_start_ns = 0, last_end_ns = 0;  // steady clock
+  uint64_t last_thread = 0;                    // the host thread that drove the run
+  int last_nargs = 0;
+  KernelArg last_args[kMaxArgs];               // buffer args: offset; scalars: bits
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -54,6 +70,9 @@ class Device {
   // Move bytes [offset, offset + n) between the host shadow and the device copy.
   virtual void to_device(Buffer& b, size_t offset, size_t n) = 0;
   virtual void to_host(Buffer& b, size_t offset, size_t n) = 0;
+  // Copy n bytes between two buffers of this device, device copy to device copy (a DMA on a
+  // card); the host shadows are untouched.
+  virtual void copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) = 0;
   // The device copy's address in this process, where the device memory is addressable (the
   // emulator); nullptr otherwise. Device-side copies use it as the device's data mover.
   virtual void* device_address(Buffer& b) = 0;
@@ -66,6 +85,35 @@ class Device {
 
   // Start one run per compute unit (runs[i] goes to CU i), concurrently, and wait for all.
   virtual void run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) = 0;
+
+  // Per compute unit accounting (index = CU), as recorded by run().
+  std::vector<CuActivity> cu_activity() const {
+    std::lock_guard<std::mutex> g(activity_mu_);
+    return activity_;
+  }
+
+ protected:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  // Called by run() once per CU run, from the thread that drove it.
+  void record_cu_run(int cu, int64_t start_ns, int64_t end_ns, uint64_t thread, const std::vector<KernelArg>& args) {
+    std::lock_guard<std::mutex> g(activity_mu_);
+    if (static_cast<int>(activity_.size()) <= cu) activity_.resize(cu + 1);
+    CuActivity& a = activity_[cu];
+    a.runs += 1;
+    a.busy_ns += end_ns - start_ns;
+    a.last_start_ns = start_ns;
+    a.last_end_ns = end_ns;
+    a.last_thread = thread;
+    a.last_nargs = static_cast<int>(std::min<size_t>(args.size(), CuActivity::kMaxArgs));
+    for (int i = 0; i < a.last_nargs; ++i) a.last_args[i] = args[i];
+  }
+
+ private:
+  mutable std::mutex activity_mu_;
+  std::vector<CuActivity> activity_;
 };
 
 }  // namespace aten_fpga

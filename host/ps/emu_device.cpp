@@ -44,10 +44,8 @@ std::unique_ptr<Buffer> EmuDevice::allocate(size_t bytes) {
   size_t used = used_.fetch_add(bytes) + bytes;
   if (used > capacity_) {
     used_.fetch_sub(bytes);
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "fpga:", index_, " out of memory: tried to allocate ",
-                     bytes, " bytes with ", used - bytes, " of ", capacity_,
-                     " bytes in use. Free tensors, call torch.fpga.empty_cache(), or raise "
-                     "ATEN_FPGA_EMU_MEMORY (bytes of emulated device memory).");
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "emulated fpga:", index_, ": ", used - bytes, " of ", capacity_,
+                     " bytes in use, no room for ", bytes, " more");
   }
   auto b = std::make_unique<EmuBuffer>(this, bytes);
   if (b->host == nullptr || b->device == nullptr) {
@@ -68,6 +66,11 @@ void EmuDevice::to_device(Buffer& b, size_t offset, size_t n) {
 void EmuDevice::to_host(Buffer& b, size_t offset, size_t n) {
   auto& e = static_cast<EmuBuffer&>(b);
   std::memcpy(static_cast<char*>(e.host) + offset, static_cast<char*>(e.device) + offset, n);
+}
+
+void EmuDevice::copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) {
+  std::memmove(static_cast<char*>(static_cast<EmuBuffer&>(dst).device) + dst_offset,
+               static_cast<char*>(static_cast<EmuBuffer&>(src).device) + src_offset, n);
 }
 
 void* EmuDevice::device_address(Buffer& b) { return static_cast<EmuBuffer&>(b).device; }
@@ -159,30 +162,34 @@ std::vector<std::string> EmuDevice::kernel_names() const {
   return names;
 }
 
-namespace {
-void invoke(EmuDevice& dev, const KernelInfo& k, const std::vector<KernelArg>& args) {
-  uint64_t slots[16];
+void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args) {
+  uint64_t slots[CuActivity::kMaxArgs];
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
-    slots[i] = a.buffer ? reinterpret_cast<uintptr_t>(static_cast<char*>(dev.device_address(*a.buffer)) + a.offset)
+    slots[i] = a.buffer ? reinterpret_cast<uintptr_t>(static_cast<char*>(device_address(*a.buffer)) + a.offset)
                         : a.bits;
   }
+  const int64_t start = now_ns();
   static_cast<const afpga_emu_kernel*>(k.handle)->invoke(slots);
+  record_cu_run(cu, start, now_ns(), std::hash<std::thread::id>()(std::this_thread::get_id()), args);
 }
-}  // namespace
 
 void EmuDevice::run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) {
-  TORCH_CHECK(static_cast<int>(runs.size()) <= k.cus, k.name, ": ", runs.size(), " runs for ", k.cus, " CUs");
+  TORCH_CHECK(!runs.empty() && static_cast<int>(runs.size()) <= k.cus, k.name, ": ", runs.size(), " runs for ",
+              k.cus, " CUs");
+  for (const auto& args : runs) {
+    TORCH_CHECK(args.size() == k.args.size(), k.name, " takes ", k.args.size(), " arguments, got ", args.size());
+  }
   std::lock_guard<std::mutex> owner(run_mu_);
   if (runs.size() > 1) {
     std::unique_lock<std::mutex> g(mu_);
     for (size_t i = 1; i < runs.size(); ++i) {
-      pending_[i - 1] = [this, &k, &runs, i] { invoke(*this, k, runs[i]); };
+      pending_[i - 1] = [this, &k, &runs, i] { run_on_cu(k, static_cast<int>(i), runs[i]); };
     }
     outstanding_ = runs.size() - 1;
     cv_.notify_all();
   }
-  invoke(*this, k, runs[0]);  // CU 0 runs here
+  run_on_cu(k, 0, runs[0]);  // CU 0 runs in this thread
   if (runs.size() > 1) {
     std::unique_lock<std::mutex> g(mu_);
     done_cv_.wait(g, [this] { return outstanding_ == 0; });

@@ -24,6 +24,7 @@ class EmuDevice final : public Device {
   size_t capacity() const override { return capacity_; }
   void to_device(Buffer& b, size_t offset, size_t n) override;
   void to_host(Buffer& b, size_t offset, size_t n) override;
+  void copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) override;
   void* device_address(Buffer& b) override;
 
   void load_image(const std::string& path) override;
@@ -35,6 +36,7 @@ class EmuDevice final : public Device {
  private:
   struct EmuBuffer;
   void release(size_t bytes);
+  void run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args);
   void start_cu_threads(int n);
   void stop_cu_threads();
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "stats.h"
@@ -29,27 +30,42 @@ std::string op_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? name : name + "." + n.overload_name;
 }
 
+// The counters of `op`, looked up once per operator (by its schema's address, stable for the
+// operator's lifetime) rather than by building its name on every call.
+OpStats& stats_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static auto* by_schema = new std::unordered_map<const void*, OpStats*>();
+  std::lock_guard<std::mutex> g(mu);
+  OpStats*& slot = (*by_schema)[&op.schema()];
+  if (slot == nullptr) slot = &op_stats(op_name(op));
+  return *slot;
+}
+
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string name = op_name(op);
+  OpStats& stats = stats_of(op);
   switch (policy()) {
     case Policy::Silent:
       break;
     case Policy::Warn: {
       static std::mutex mu;
-      static std::unordered_set<std::string> warned;
+      static std::unordered_set<const OpStats*> warned;
       std::lock_guard<std::mutex> g(mu);
-      if (warned.insert(name).second) {
-        TORCH_WARN("aten_fpga: ", name, " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)");
+      if (warned.insert(&stats).second) {
+        // verbatim: the message is for users; where in our C++ it was raised is not
+        c10::warn(c10::Warning(c10::UserWarning(), {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                               "aten_fpga: " + stats.name + " has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)",
+                               /*verbatim=*/true));
       }
       break;
     }
     case Policy::Error:
-      TORCH_CHECK(false, "aten_fpga: ", name, " has no FPGA kernel (ATEN_FPGA_FALLBACK=error). Add it to "
+      TORCH_CHECK(false, "aten_fpga: ", stats.name, " has no FPGA kernel (ATEN_FPGA_FALLBACK=error). Add it to "
                   "native_functions_fpga.yaml, or unset ATEN_FPGA_FALLBACK to run it on the CPU.");
   }
-  op_stats(name).cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  stats.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  OpScope scope(stats);  // its copies to and from the CPU count for this op
   at::native::cpu_fallback(op, stack);
 }
 
@@ -58,3 +74,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 }  // namespace aten_fpga
+
+// PyTorch's mse_loss.out first resizes its out= to the elementwise shape, warning that resizing a
+// non-empty output is deprecated (on the CPU too); the functional mse_loss reaches it on every
+// call on a backend without its own kernel. Running the functional op itself through the
+// fallback avoids that. (A table entry for mse_loss.out would need this line removed.)
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&aten_fpga::cpu_fallback>());
+}

@@ -1,21 +1,38 @@
 #include "fpga_kernel.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/DynamicCast.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/complex.h>
 
-#include <ATen/Dispatch.h>
-
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
 #include "allocator.h"
 #include "runtime.h"
+#include "stats.h"
 
 namespace aten_fpga {
+
+// The kernels of one KernelRef in one image generation: info[device * kDtypes + dtype], null
+// where the image has none. Immutable once published, so launches read it without a lock.
+struct KernelTable {
+  uint64_t generation;
+  int devices;
+  std::vector<const KernelInfo*> info;
+};
+
 namespace {
+
+constexpr int kDtypes = static_cast<int>(at::ScalarType::NumOptions);
 
 // Below this many elements per CU, splitting costs more than it saves.
 constexpr int64_t kMinElementsPerCU = 1 << 14;
@@ -31,6 +48,42 @@ const char* dtype_name(at::ScalarType t) {
     case at::kBool: return "bool";
     default: return nullptr;
   }
+}
+
+std::string kernel_name(const KernelRef& ref, at::ScalarType dtype) {
+  const char* d = dtype_name(dtype);
+  return std::string("v_") + ref.name + "_" + (d ? d : c10::toString(dtype));
+}
+
+// Tables stay alive for the process: a launch on another thread may still read an old one.
+const KernelTable* publish_table(const KernelRef& ref, uint64_t generation) {
+  static std::mutex mu;
+  static auto* all = new std::vector<std::unique_ptr<KernelTable>>();
+  auto t = std::make_unique<KernelTable>(KernelTable{generation, device_count(), {}});
+  t->info.assign(static_cast<size_t>(t->devices) * kDtypes, nullptr);
+  for (int d = 0; d < t->devices; ++d) {
+    for (int s = 0; s < kDtypes; ++s) {
+      const auto dtype = static_cast<at::ScalarType>(s);
+      if (dtype_name(dtype)) t->info[d * kDtypes + s] = device(d).find_kernel(kernel_name(ref, dtype));
+    }
+  }
+  std::lock_guard<std::mutex> g(mu);
+  all->push_back(std::move(t));
+  ref.table.store(all->back().get(), std::memory_order_release);
+  return all->back().get();
+}
+
+const KernelInfo* find_kernel(const KernelRef& ref, int device_index, at::ScalarType dtype) {
+  const uint64_t generation = image_generation();
+  const KernelTable* t = ref.table.load(std::memory_order_acquire);
+  if (t == nullptr || t->generation != generation) t = publish_table(ref, generation);
+  return t->info[device_index * kDtypes + static_cast<int>(dtype)];
+}
+
+[[noreturn]] void kernel_unavailable(const KernelRef& ref, c10::Device where, at::ScalarType dtype) {
+  TORCH_CHECK(!device(where.index()).image_path().empty(), "no fpga device image is loaded on ", where,
+              ": build one with `scons`, then `import aten_fpga` (or aten_fpga.load(path))");
+  throw KernelUnavailable(kernel_name(ref, dtype));
 }
 
 // Is operand `arg` laid out densely in the iterator's element order (dim 0 fastest)?
@@ -52,23 +105,21 @@ at::Tensor iter_view(const at::TensorIteratorBase& iter, int arg) {
   const int64_t elsize = iter.element_size(arg);
   const auto shape = iter.shape();
   const auto strides = iter.strides(arg);
-  std::vector<int64_t> sizes(shape.rbegin(), shape.rend()), elem_strides;
-  for (auto it = strides.rbegin(); it != strides.rend(); ++it) elem_strides.push_back(*it / elsize);
+  at::DimVector sizes, elem_strides;
+  for (size_t d = shape.size(); d-- > 0;) {
+    sizes.push_back(shape[d]);
+    elem_strides.push_back(strides[d] / elsize);
+  }
   const auto* base = static_cast<const char*>(t.storage().data());
   const int64_t offset = (static_cast<const char*>(iter.data_ptr(arg)) - base) / elsize;
   return t.as_strided(sizes, elem_strides, offset);
 }
 
-std::vector<int64_t> iter_sizes(const at::TensorIteratorBase& iter) {
-  return std::vector<int64_t>(iter.shape().rbegin(), iter.shape().rend());
-}
-
 // A kernel port's buffer: n elements of the compute dtype, unit stride, aligned to the port word.
 struct Port {
-  at::Tensor tensor;  // holds the bytes: the operand itself, or a temporary made on the device
+  at::Tensor tensor;  // a temporary made on the device (undefined: the operand itself)
   Allocation* alloc = nullptr;
   size_t offset = 0;
-  bool is_temp = false;
 };
 
 size_t byte_offset(const at::TensorIteratorBase& iter, int arg) {
@@ -76,38 +127,54 @@ size_t byte_offset(const at::TensorIteratorBase& iter, int arg) {
   return static_cast<const char*>(iter.data_ptr(arg)) - base;
 }
 
-at::Tensor device_temp(const at::TensorIteratorBase& iter, at::ScalarType dtype) {
-  return at::empty(iter_sizes(iter), at::TensorOptions().dtype(dtype).device(iter.device(0)));
+Port device_temp(const at::TensorIteratorBase& iter, at::ScalarType dtype) {
+  const auto shape = iter.shape();
+  at::DimVector sizes;
+  for (size_t d = shape.size(); d-- > 0;) sizes.push_back(shape[d]);
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype).device(iter.device(0)));
+  return {t, allocation_of(t), 0};
+}
+
+// A Python number or 0-dim CPU tensor, broadcast to n elements: filled where the buffer is
+// addressable as device memory (no host write, no sync), else in the host shadow.
+Port scalar_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtype) {
+  Port p = device_temp(iter, dtype);
+  const at::Tensor& value = iter.tensor(arg);
+  void* device_mem = p.alloc->device->device_address(*p.alloc->buffer);
+  void* dst = device_mem ? device_mem : p.alloc->buffer->host;
+  const int64_t n = iter.numel();
+  AT_DISPATCH_V2(dtype, "fpga_scalar_fill", AT_WRAP([&] {
+    std::fill_n(static_cast<scalar_t*>(dst), n, c10::fetch_and_cast<scalar_t>(value.scalar_type(), value.const_data_ptr()));
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
+  if (device_mem) {
+    mark_device_written(p.alloc);
+  } else {
+    mark_host_written(p.alloc);
+  }
+  return p;
 }
 
 Port input_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtype, int word) {
-  if (iter.is_cpu_scalar(arg)) {
-    // A Python number or 0-dim CPU tensor: broadcast into a device buffer (through the host shadow).
-    at::Tensor t = device_temp(iter, dtype);
-    t.copy_(iter.tensor(arg).to(dtype).expand(t.sizes()));
-    return {t, allocation_of(t), 0, true};
-  }
+  if (iter.is_cpu_scalar(arg)) return scalar_port(iter, arg, dtype);
   const size_t offset = byte_offset(iter, arg);
   if (iter.dtype(arg) == dtype && dense_in_iter_order(iter, arg) && offset % word == 0) {
-    return {iter.tensor(arg), allocation_of(iter.tensor(arg)), offset, false};
+    return {at::Tensor(), allocation_of(iter.tensor(arg)), offset};
   }
-  at::Tensor t = device_temp(iter, dtype);
-  t.copy_(iter_view(iter, arg));  // on the device: broadcast, gather and cast in one pass
-  return {t, allocation_of(t), 0, true};
+  Port p = device_temp(iter, dtype);
+  p.tensor.copy_(iter_view(iter, arg));  // on the device: broadcast, gather and cast in one pass
+  return p;
 }
 
 Port output_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtype, int word) {
-  const at::Tensor& t = iter.tensor(arg);
   const size_t offset = byte_offset(iter, arg);
-  Allocation* a = allocation_of(t);
-  const size_t end = offset + iter.numel() * iter.element_size(arg);
+  Allocation* a = allocation_of(iter.tensor(arg));
+  const size_t end = offset + static_cast<size_t>(iter.numel()) * iter.element_size(arg);
   // A wide port writes whole words: the last one may only spill into this allocation's padding.
   const bool whole_words = end % word == 0 || (a != nullptr && end == a->requested);
   if (iter.dtype(arg) == dtype && dense_in_iter_order(iter, arg) && offset % word == 0 && whole_words) {
-    return {t, a, offset, false};
+    return {at::Tensor(), a, offset};
   }
-  at::Tensor tmp = device_temp(iter, dtype);
-  return {tmp, allocation_of(tmp), 0, true};
+  return device_temp(iter, dtype);
 }
 
 // The dtype of a kernel port, from the image's argument metadata (element kind and size).
@@ -150,13 +217,8 @@ c10::Scalar default_scalar(const KernelRef& kernel, size_t index, at::ScalarType
 }  // namespace
 
 const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where) {
-  Device& dev = device(where.index());
-  TORCH_CHECK(!dev.image_path().empty(), "no fpga device image is loaded on ", where,
-              ": build one with `scons`, then `import aten_fpga` (or aten_fpga.load(path))");
-  const char* dname = dtype_name(dtype);
-  const std::string name = std::string("v_") + kernel.name + "_" + (dname ? dname : "unsupported");
-  const KernelInfo* info = dname ? dev.find_kernel(name) : nullptr;
-  if (info == nullptr) throw KernelUnavailable(name);
+  const KernelInfo* info = find_kernel(kernel, where.index(), dtype);
+  if (info == nullptr) kernel_unavailable(kernel, where, dtype);
   return *info;
 }
 
@@ -186,39 +248,32 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
   const at::ScalarType dtype = kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
   const c10::Device where = iter.device(0);
-  Device& dev = device(where.index());
   const KernelInfo* info = &kernel_for(kernel, dtype, where);
-  const std::string& name = info->name;
+  Device& dev = device(where.index());
 
   const int nt = iter.ntensors(), nout = iter.noutputs();
-  const size_t nscalars = info->args.size() - nt - 1;  // pointers, scalars, then size
-  TORCH_CHECK(info->args.size() >= static_cast<size_t>(nt) + 1 && nscalars == scalars.size(), name,
-              " takes ", info->args.size(), " arguments; the op passes ", nt, " tensors and ", scalars.size(),
-              " scalars (template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars')");
-  for (size_t a = 0; a < info->args.size(); ++a) {
-    TORCH_CHECK(info->args[a].is_pointer == (a < static_cast<size_t>(nt)), name, ": argument ", info->args[a].name,
-                " should be ", a < static_cast<size_t>(nt) ? "a pointer (one per tensor: inputs, then outputs)"
-                                                           : "a scalar (scalars and size follow the pointers)");
-  }
+  TORCH_CHECK(info->args.size() == nt + scalars.size() + 1, info->name, " takes ", info->args.size(),
+              " arguments; the op passes ", nt, " tensors, ", scalars.size(),
+              " scalars and the size (template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars')");
   const int64_t n = iter.numel();
   if (n == 0) return;
+  KernelBooking booking;
   c10::DeviceGuard guard(where);
 
   // Kernel ports in order: the inputs, then the outputs; each in the dtype the kernel declares.
-  std::vector<Port> ports(nt);
-  std::vector<size_t> elsize(nt);
+  c10::SmallVector<Port, 4> ports(nt);
+  c10::SmallVector<size_t, 4> elsize(nt);
   for (int p = 0; p < nt; ++p) {
     const int arg = p < nt - nout ? nout + p : p - (nt - nout);
-    const at::ScalarType pdtype = port_dtype(info->args[p], name);
+    const at::ScalarType pdtype = port_dtype(info->args[p], info->name);
     elsize[p] = c10::elementSize(pdtype);
     const int word = std::max<int>(info->args[p].bytes, iter.element_size(arg));
     ports[p] = arg < nout ? output_port(iter, arg, pdtype, word) : input_port(iter, arg, pdtype, word);
   }
   for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc);
   for (int p = nt - nout; p < nt; ++p) prepare_device_write(ports[p].alloc, ports[p].offset, n * elsize[p]);
-
-  std::vector<uint64_t> scalar_bits;
-  for (size_t s = 0; s < nscalars; ++s) {
+  c10::SmallVector<uint64_t, 4> scalar_bits;
+  for (size_t s = 0; s < scalars.size(); ++s) {
     scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, dtype), info->args[nt + s]));
   }
 
@@ -228,24 +283,34 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   const int64_t cus = std::max<int64_t>(1, std::min<int64_t>(info->cus, n / kMinElementsPerCU));
   const int64_t per_cu = (n + cus - 1) / cus;
   const int64_t chunk = (per_cu + lanes - 1) / lanes * lanes;
-  std::vector<std::vector<KernelArg>> runs;
-  for (int64_t start = 0; start < n; start += chunk) {
+  // Reused per thread: a launch allocates no argument lists once they have grown.
+  thread_local std::vector<std::vector<KernelArg>> runs;
+  runs.resize(cus);
+  int64_t cu = 0;
+  for (int64_t start = 0; start < n; start += chunk, ++cu) {
     const int64_t len = std::min(chunk, n - start);
-    std::vector<KernelArg> args;
+    std::vector<KernelArg>& args = runs[cu];
+    args.clear();
     for (int p = 0; p < nt; ++p) args.push_back({ports[p].alloc->buffer.get(), ports[p].offset + start * elsize[p], 0});
     for (uint64_t bits : scalar_bits) args.push_back({nullptr, 0, bits});
     args.push_back({nullptr, 0, static_cast<uint64_t>(len)});
-    runs.push_back(std::move(args));
   }
-  dev.run(*info, runs);
+  {
+    // The launch as a named range in torch.profiler (free when no profiler is active).
+    at::RecordFunction range(at::RecordScope::FUNCTION);
+    if (range.isActive()) range.before(std::string_view(info->name));
+    runs.resize(cu);
+    dev.run(*info, runs);
+  }
 
   for (int p = nt - nout; p < nt; ++p) {
     mark_device_written(ports[p].alloc);
-    if (ports[p].is_temp) {
+    if (ports[p].tensor.defined()) {
       const int arg = p - (nt - nout);
       iter_view(iter, arg).copy_(ports[p].tensor);  // on the device: scatter and cast back
     }
   }
+  booking.done();
 }
 
 }  // namespace aten_fpga

@@ -8,6 +8,7 @@
 #include <ATen/TensorIterator.h>
 #include <c10/core/Scalar.h>
 
+#include <atomic>
 #include <exception>
 #include <optional>
 #include <string>
@@ -15,7 +16,12 @@
 
 namespace aten_fpga {
 
-// A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>.
+struct KernelTable;
+
+// A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>. fpga_kernel caches
+// the image's KernelInfo per device and dtype here, so a launch does no name building or lookup;
+// loading an image starts a new table. Declare KernelRefs static (as the generated code does): each
+// table lives for the process.
 struct KernelRef {
   const char* name;
   // For stubs with optional arguments: per kernel scalar, comma separated, what an empty one
@@ -26,6 +32,7 @@ struct KernelRef {
   int dtype_operand = -1;
   // A reduction kernel (its category's `driver: reduce`): run by fpga_reduce, not fpga_kernel.
   bool reduction = false;
+  mutable std::atomic<const KernelTable*> table{nullptr};
 };
 
 // Thrown before any side effect when the image has no kernel for the iterator's dtype; the

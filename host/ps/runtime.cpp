@@ -2,12 +2,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "emu_device.h"
+#include "xrt_device.h"
 
 namespace aten_fpga {
 namespace {
@@ -22,28 +23,41 @@ size_t env_size(const char* name, size_t fallback) {
 }
 
 struct Devices {
-  std::once_flag once;
+  std::string kind;
   std::vector<std::unique_ptr<Device>> list;
-  void init() {
-    std::call_once(once, [this] {
-      const size_t n = env_size("ATEN_FPGA_EMU_DEVICES", 1);
-      TORCH_CHECK(n <= 64, "ATEN_FPGA_EMU_DEVICES=", n, ": at most 64 devices");
-      // Emulated device memory per device (bytes); 8 GiB by default, like a small Alveo card's DDR.
-      const size_t capacity = env_size("ATEN_FPGA_EMU_MEMORY", size_t(8) << 30);
-      for (size_t i = 0; i < n; ++i) list.push_back(std::make_unique<EmuDevice>(static_cast<int>(i), capacity));
-    });
+  Devices() {
+    {
+      const char* k = std::getenv("ATEN_FPGA_DEVICE");
+      kind = k == nullptr || *k == '\0' ? "emu" : k;
+      if (kind == "emu") {
+        const size_t n = env_size("ATEN_FPGA_EMU_DEVICES", 1);
+        TORCH_CHECK(n <= 64, "ATEN_FPGA_EMU_DEVICES=", n, ": at most 64 devices");
+        // Emulated device memory per device (bytes); 8 GiB by default, like a small Alveo card's DDR.
+        const size_t capacity = env_size("ATEN_FPGA_EMU_MEMORY", size_t(8) << 30);
+        for (size_t i = 0; i < n; ++i) list.push_back(std::make_unique<EmuDevice>(static_cast<int>(i), capacity));
+      } else if (kind == "xrt") {
+        const int n = xrt_device_count();
+        for (int i = 0; i < n; ++i) list.push_back(make_xrt_device(i));
+      } else {
+        TORCH_CHECK(false, "ATEN_FPGA_DEVICE='", kind, "': expected emu (the emulated device) or xrt (a card through XRT)");
+      }
+    }
   }
 };
 
 Devices& devices() {
-  static Devices* d = new Devices();  // never destroyed: tensors may outlive static destruction
-  d->init();
+  // Created on first use (a failure is raised again on the next use); never destroyed: tensors
+  // may outlive static destruction.
+  static Devices* d = new Devices();
   return *d;
 }
 
+std::atomic<uint64_t> generation{1};
 thread_local c10::DeviceIndex current = 0;
 
 }  // namespace
+
+const std::string& device_kind() { return devices().kind; }
 
 int device_count() { return static_cast<int>(devices().list.size()); }
 
@@ -58,8 +72,13 @@ Device& device(int index) {
 }
 
 void load_image(const std::string& path) {
+  // Bump before and after: a launch racing with the load never caches a half-loaded image's kernels.
+  generation.fetch_add(1);
   for (auto& d : devices().list) d->load_image(path);
+  generation.fetch_add(1);
 }
+
+uint64_t image_generation() { return generation.load(std::memory_order_acquire); }
 
 c10::DeviceIndex current_device() { return current; }
 

@@ -1,5 +1,6 @@
 #include "stats.h"
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -11,21 +12,94 @@ std::unordered_map<std::string, std::unique_ptr<OpStats>>& table() {
   static auto* t = new std::unordered_map<std::string, std::unique_ptr<OpStats>>();
   return *t;
 }
+
+// This thread's accounting target, and fpga_kernel's bookings not yet given to an op.
+struct ThreadAccount {
+  OpStats* scope = nullptr;
+  bool in_kernel = false;
+  int64_t pending_ns = 0, pending_to_device = 0, pending_to_host = 0;
+};
+thread_local ThreadAccount account;
+
+// The syncs of a kernel that failed midway, and any outside every op, still count somewhere.
+OpStats& unattributed() {
+  static OpStats& s = op_stats("(outside ops)");
+  return s;
+}
 }  // namespace
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t RunCounter::fetch_add(int64_t n, std::memory_order order) {
+  ThreadAccount& a = account;
+  if (a.pending_ns | a.pending_to_device | a.pending_to_host) {
+    owner_->fpga_ns.fetch_add(a.pending_ns, std::memory_order_relaxed);
+    owner_->bytes_to_device.fetch_add(a.pending_to_device, std::memory_order_relaxed);
+    owner_->bytes_to_host.fetch_add(a.pending_to_host, std::memory_order_relaxed);
+    a.pending_ns = a.pending_to_device = a.pending_to_host = 0;
+  }
+  return n_.fetch_add(n, order);
+}
 
 OpStats& op_stats(const std::string& op) {
   std::lock_guard<std::mutex> g(mu);
   auto& slot = table()[op];
-  if (!slot) slot = std::make_unique<OpStats>();
+  if (!slot) slot = std::make_unique<OpStats>(op);
   return *slot;
+}
+
+OpScope::OpScope(OpStats& op) : op_(account.scope == nullptr && !account.in_kernel ? &op : nullptr) {
+  if (op_ != nullptr) {
+    account.scope = op_;
+    start_ns_ = now_ns();
+  }
+}
+
+OpScope::~OpScope() {
+  if (op_ != nullptr) {
+    op_->cpu_ns.fetch_add(now_ns() - start_ns_, std::memory_order_relaxed);
+    account.scope = nullptr;
+  }
+}
+
+KernelBooking::KernelBooking() : outer_(!account.in_kernel && account.scope == nullptr), start_ns_(now_ns()) {
+  if (outer_) account.in_kernel = true;
+}
+
+void KernelBooking::done() { done_ = true; }
+
+KernelBooking::~KernelBooking() {
+  if (!outer_) return;
+  account.in_kernel = false;
+  account.pending_ns += now_ns() - start_ns_;
+  if (!done_) {  // no run will be counted: the bytes moved all the same
+    RunCounter& orphan = unattributed().fpga_runs;
+    orphan.fetch_add(0);
+  }
+}
+
+void record_sync(bool to_device, int64_t bytes) {
+  ThreadAccount& a = account;
+  if (a.in_kernel) {
+    (to_device ? a.pending_to_device : a.pending_to_host) += bytes;
+  } else {
+    OpStats& s = a.scope != nullptr ? *a.scope : unattributed();
+    (to_device ? s.bytes_to_device : s.bytes_to_host).fetch_add(bytes, std::memory_order_relaxed);
+  }
 }
 
 std::map<std::string, OpCounts> stats_snapshot() {
   std::lock_guard<std::mutex> g(mu);
   std::map<std::string, OpCounts> out;
-  for (const auto& kv : table()) {
-    const OpCounts c{kv.second->fpga_runs.load(), kv.second->cpu_fallbacks.load()};
-    if (c.fpga_runs || c.cpu_fallbacks) out.emplace(kv.first, c);
+  for (const auto& [name, s] : table()) {
+    const OpCounts c{s->fpga_runs.load(), s->cpu_fallbacks.load(), s->bytes_to_device.load(),
+                     s->bytes_to_host.load(), s->fpga_ns.load(), s->cpu_ns.load()};
+    if (c.fpga_runs || c.cpu_fallbacks || c.bytes_to_device || c.bytes_to_host || c.fpga_ns || c.cpu_ns) {
+      out.emplace(name, c);
+    }
   }
   return out;
 }
@@ -33,8 +107,9 @@ std::map<std::string, OpCounts> stats_snapshot() {
 void reset_stats() {
   std::lock_guard<std::mutex> g(mu);
   for (auto& kv : table()) {
-    kv.second->fpga_runs = 0;
-    kv.second->cpu_fallbacks = 0;
+    OpStats& s = *kv.second;
+    s.fpga_runs.reset();
+    for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns}) c->store(0);
   }
 }
 

@@ -1,6 +1,12 @@
 // Per-op accounting: how often each ATen op ran as an FPGA kernel and how often it fell back to
-// the CPU. Counters are atomics reached through a reference cached per call site, so counting an
-// FPGA launch costs one relaxed increment.
+// the CPU, the bytes it synced between host shadow and device copy, and its time. Counters are
+// atomics reached through a reference cached per call site, so counting costs a few relaxed adds.
+//
+// Attribution: an OpScope (the CPU fallback, copies, .item(), resize) makes its op the target of
+// this thread's syncs while it runs; the outermost scope wins, so the copies a fallback makes
+// count for the fallback's op. fpga_kernel, which does not know its ATen op, books its time and
+// syncs as pending on the thread; the generated wrapper's `fpga_runs.fetch_add(1)` (it counts an
+// op that completed on the FPGA) moves them to that op.
 #pragma once
 
 #include <atomic>
@@ -10,19 +16,74 @@
 
 namespace aten_fpga {
 
+struct OpStats;
+
+// The FPGA run counter: an atomic whose increment also books the thread's pending kernel time
+// and syncs for its op.
+class RunCounter {
+ public:
+  explicit RunCounter(OpStats* owner) : owner_(owner) {}
+  int64_t fetch_add(int64_t n, std::memory_order order = std::memory_order_seq_cst);
+  int64_t load() const { return n_.load(std::memory_order_relaxed); }
+  void reset() { n_.store(0, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> n_{0};
+  OpStats* owner_;
+};
+
 struct OpStats {
-  std::atomic<int64_t> fpga_runs{0};
+  explicit OpStats(std::string op_name) : name(std::move(op_name)) {}
+  const std::string name;
+  RunCounter fpga_runs{this};
   std::atomic<int64_t> cpu_fallbacks{0};
+  std::atomic<int64_t> bytes_to_device{0};
+  std::atomic<int64_t> bytes_to_host{0};
+  std::atomic<int64_t> fpga_ns{0};  // time in fpga_kernel (syncs, device-side copies, the runs)
+  std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
 };
 
 // The counters of one op ("add.out"), created on first use; the reference stays valid.
 OpStats& op_stats(const std::string& op);
 
+// Makes `op` the target of this thread's syncs and times it (into cpu_ns) for its lifetime,
+// unless an outer scope or a kernel booking is already active.
+class OpScope {
+ public:
+  explicit OpScope(OpStats& op);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  OpStats* op_;  // null when an outer scope owns the thread
+  int64_t start_ns_ = 0;
+};
+
+// fpga_kernel's share, for its lifetime: its time and syncs (the copies it makes included) are
+// booked as pending until the wrapper counts the run; if it throws they go to "(outside ops)".
+class KernelBooking {
+ public:
+  KernelBooking();
+  ~KernelBooking();
+  void done();  // the kernel completed: keep its bookings
+  KernelBooking(const KernelBooking&) = delete;
+  KernelBooking& operator=(const KernelBooking&) = delete;
+
+ private:
+  bool outer_;
+  bool done_ = false;
+  int64_t start_ns_;
+};
+// A sync between host shadow and device copy of `bytes`, booked to the thread's current op.
+void record_sync(bool to_device, int64_t bytes);
+
 struct OpCounts {
-  int64_t fpga_runs;
-  int64_t cpu_fallbacks;
+  int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns;
 };
 std::map<std::string, OpCounts> stats_snapshot();
 void reset_stats();
+
+int64_t now_ns();
 
 }  // namespace aten_fpga

@@ -9,10 +9,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <cstring>
-
 #include "allocator.h"
 #include "runtime.h"
+#include "stats.h"
 
 namespace aten_fpga {
 namespace {
@@ -41,17 +40,18 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
   return at::detail::empty_strided_generic(size, stride, fpga_allocator(), kFpgaKeys, c10::dtype_or_default(dtype));
 }
 
-// Grow a storage to at least `bytes`, keeping its contents (from whichever side is valid).
+// Grow a storage to at least `bytes`, keeping its contents on the side where they are valid
+// (device to device when the device copy is current: no round trip through the host).
 void maybe_grow_storage(c10::TensorImpl* self, size_t bytes) {
   c10::StorageImpl* storage = self->unsafe_storage().unsafeGetStorageImpl();
   if (bytes <= storage->nbytes()) return;
+  static OpStats& stats = op_stats("resize_");
+  OpScope scope(stats);
   c10::DeviceGuard guard(self->device());
   c10::DataPtr fresh = fpga_allocator()->allocate(bytes);
   auto* old = static_cast<Allocation*>(storage->data_ptr().get_context());
   if (old != nullptr && storage->nbytes() > 0) {
-    sync_to_host(old);
-    std::memcpy(fresh.get(), old->buffer->host, storage->nbytes());
-    mark_host_written(static_cast<Allocation*>(fresh.get_context()));
+    copy_valid_bytes(static_cast<Allocation*>(fresh.get_context()), 0, old, 0, storage->nbytes());
   }
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(bytes);

@@ -230,4 +230,23 @@ char encoding(const std::string& type) {
                            "add it to aten_fpga::xclbin::encoding (host/ps/xclbin.cpp)");
 }
 
+int element_bytes(const std::string& type) {
+  std::string t;
+  for (char c : type)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  if (!t.empty() && t.back() == '*') t.pop_back();
+  if (t.rfind("const", 0) == 0) t = t.substr(5);
+  if (t.rfind("hls::vector<", 0) == 0) t = t.substr(12, t.rfind(',') - 12);
+  static const std::map<std::string, int> sizes = {
+      {"bool", 1}, {"char", 1}, {"int8_t", 1}, {"uint8_t", 1}, {"half", 2}, {"int16_t", 2}, {"uint16_t", 2},
+      {"float", 4}, {"int", 4}, {"int32_t", 4}, {"uint32_t", 4}, {"double", 8}, {"int64_t", 8},
+      {"uint64_t", 8}, {"std::complex<float>", 8}, {"std::complex<double>", 16}};
+  const auto it = sizes.find(t);
+  if (it == sizes.end()) {
+    throw std::runtime_error("kernel port type '" + type + "' has no known element size; "
+                             "add it to aten_fpga::xclbin::element_bytes (host/ps/xclbin.cpp)");
+  }
+  return it->second;
+}
+
 }  // namespace aten_fpga::xclbin

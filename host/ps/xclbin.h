@@ -44,5 +44,7 @@ Image read(const std::string& path);
 // How the host encodes a scalar argument of this C type in its 64-bit slot: 'f' floating point,
 // 'i' signed, 'u' unsigned, 'b' bool, 'c' complex; a pointer by the elements it carries.
 char encoding(const std::string& type);
+// Bytes of one element a port type carries ("hls::vector<float, 16>*" -> 4, "half*" -> 2).
+int element_bytes(const std::string& type);
 
 }  // namespace aten_fpga::xclbin

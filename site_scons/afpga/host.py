@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from . import xrt
 from .torch_flags import torch_flags
 
 OUT = "build/host"
@@ -18,6 +19,7 @@ def build(env, gen) -> list:
         CXXFLAGS=["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"],
         LIBPATH=tf["LIBPATH"], LIBS=tf["LIBS"] + ["dl", "pthread"], RPATH=tf["RPATH"],
     )
+    xrt.configure(host)  # the XRT device, where libxrt-dev is installed
     objs = [host.SharedObject(f"{OUT}/obj/{os.path.basename(str(s))[:-4]}.os", s)
             for s in sorted(host.Glob("#host/ps/*.cpp"), key=str)]
     objs += [host.SharedObject(f"{OUT}/obj/{os.path.basename(f)[:-4]}.os", f) for f in gen.fpga_type if f.endswith(".cpp")]

@@ -1,0 +1,90 @@
+"""Accounting: aten_fpga.report() per op (FPGA launches, CPU fallbacks, bytes synced each way,
+time), the ATEN_FPGA_FALLBACK policy, and FPGA launches as named ranges in torch.profiler."""
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import aten_fpga
+from runtime_support import exact, last_json, op_report, run_python
+
+
+def test_report_counts_launches_fallbacks_and_bytes_each_way():
+    a, b = torch.randn(1000), torch.randn(1000)
+    x, y = a.to("fpga"), b.to("fpga")  # written to the host shadows: nothing synced yet
+    aten_fpga.reset_stats()
+    s = x + y        # both inputs go to the device: 2 x 4000 bytes
+    p = s * y        # all on the device already
+    e = torch.lgamma(p)  # fallback: p comes back to the host (4000 bytes), e is written there
+    q = e + x        # e goes to the device; x is there
+    host = q.cpu()   # 4000 bytes back
+    exact(q, torch.lgamma((a + b) * b) + a)
+    rep = aten_fpga.report()
+    assert {k: rep["add.out"][k] for k in ("fpga", "cpu_fallback", "bytes_to_device", "bytes_to_host")} == \
+        {"fpga": 2, "cpu_fallback": 0, "bytes_to_device": 12000, "bytes_to_host": 0}
+    assert op_report("mul.out") == {"fpga": 1, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0}
+    assert op_report("lgamma.out") == {"fpga": 0, "cpu_fallback": 1, "bytes_to_device": 0, "bytes_to_host": 4000}
+    # the .cpu() above and exact()'s own .cpu(): the first syncs q, the second finds it current
+    assert op_report("_copy_from")["bytes_to_host"] == 4000
+    assert rep["add.out"]["fpga_seconds"] > 0 and rep["lgamma.out"]["cpu_seconds"] > 0
+    assert rep["add.out"]["cpu_seconds"] == 0 and rep["lgamma.out"]["fpga_seconds"] == 0
+    del host
+    text = aten_fpga.format_report()
+    assert text.splitlines()[0].split() == ["op", "fpga", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"]
+    assert any(line.split()[:3] == ["add.out", "2", "0"] for line in text.splitlines())
+    aten_fpga.reset_stats()
+    assert aten_fpga.report() == {} and aten_fpga.stats() == {}
+
+
+def test_profiler_shows_each_launch_as_a_named_range():
+    x = torch.randn(5000).to("fpga")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        y = x + x
+        y = y * x
+        y = y + 1
+    names = [e.name for e in prof.events()]
+    assert names.count("v_add_float32") == 2 and names.count("v_mul_float32") == 1
+    launch = next(e for e in prof.events() if e.name == "v_mul_float32")
+    parent = launch.cpu_parent
+    while parent is not None and not parent.name.startswith("aten::mul"):
+        parent = parent.cpu_parent
+    assert parent is not None  # the range sits inside its ATen op
+
+
+POLICY_SCRIPT = """
+    import json, warnings, torch, aten_fpga
+    r = {}
+    x = torch.randn(10).to("fpga")
+    r["fpga_op"] = (x + x).cpu().tolist() == (x.cpu() * 2).tolist()  # kernels are never affected
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            torch.lgamma(x); torch.lgamma(x); torch.digamma(x)
+            r["ran"] = True
+        except RuntimeError as e:
+            r["error"] = str(e).splitlines()[0]
+    r["warnings"] = [str(m.message) for m in w if "aten_fpga" in str(m.message)]
+    r["stats"] = aten_fpga.stats().get("lgamma.out")
+    print(json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("policy", ["silent", "warn", "error"])
+def test_fallback_policy(policy):
+    r = last_json(run_python(POLICY_SCRIPT, ATEN_FPGA_FALLBACK=policy))
+    assert r["fpga_op"]
+    if policy == "silent":
+        assert r["ran"] and r["warnings"] == [] and r["stats"] == {"fpga": 0, "cpu_fallback": 2}
+    elif policy == "warn":  # once per op
+        assert r["ran"] and r["stats"] == {"fpga": 0, "cpu_fallback": 2}
+        assert r["warnings"] == [
+            "aten_fpga: lgamma.out has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)",
+            "aten_fpga: digamma.out has no FPGA kernel and runs on the CPU (ATEN_FPGA_FALLBACK=warn)"]
+    else:
+        assert "ran" not in r and r["stats"] is None
+        assert r["error"].startswith("aten_fpga: lgamma.out has no FPGA kernel (ATEN_FPGA_FALLBACK=error)")
+        assert "native_functions_fpga.yaml" in r["error"]
+
+
+def test_bad_fallback_policy_is_named():
+    r = run_python("import torch, aten_fpga; torch.lgamma(torch.ones(2, device='fpga'))", ATEN_FPGA_FALLBACK="loud")
+    assert r.returncode != 0 and "ATEN_FPGA_FALLBACK='loud': expected silent, warn or error" in r.stderr

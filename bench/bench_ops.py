@@ -16,7 +16,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, median_seconds, plot_path, print_table, write_json  # noqa: E402
+from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -72,13 +72,8 @@ def run(quick: bool, levels: list[int]) -> dict:
 
 
 def plot(doc: dict) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return None
     rows = doc["rows"]
     cats = sorted({r["category"] for r in rows})
@@ -100,11 +95,7 @@ def plot(doc: dict) -> str | None:
         ax.set_xlabel("elements (float32)")
         ax.set_ylabel("fpga (emulated) time / CPU time")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = plot_path("ops.png")
-    fig.savefig(path, dpi=90)
-    print(f"wrote {path}")
-    return path
+    return save_plot(fig, "ops.png")
 
 
 def main(argv=None) -> int:

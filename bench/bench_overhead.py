@@ -14,7 +14,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, median_seconds, plot_path, print_table, write_json  # noqa: E402
+from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -77,23 +77,15 @@ def main(argv=None) -> int:
     doc = {"benchmark": "overhead", "machine": machine(), "small_ops": rows, "target_ratio": TARGET_RATIO,
            "mlp_step": mlp}
     write_json(args.json, doc)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is not None:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         names = [r["op"] for r in rows]
         ax.barh(names, [r["ratio"] for r in rows])
         ax.axvline(TARGET_RATIO, color="red", ls="--", label=f"target {TARGET_RATIO:.0f}x")
         ax.set_xlabel("fpga / CPU per-op time (1-element tensors)")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(plot_path("overhead.png"), dpi=90)
-        print(f"wrote {plot_path('overhead.png')}")
-    except ImportError:
-        print("matplotlib is not installed: no plot")
+        save_plot(fig, "overhead.png")
     return 0
 
 

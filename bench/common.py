@@ -51,3 +51,24 @@ def write_json(path: str, doc: dict) -> None:
 def plot_path(name: str) -> str:
     os.makedirs(IMG, exist_ok=True)
     return os.path.join(IMG, name)
+
+
+def pyplot():
+    """matplotlib's pyplot, writing PNG files; None (said once) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    return plt
+
+
+def save_plot(fig, name: str) -> str:
+    path = plot_path(name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"wrote {path}")
+    return path

@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, median_seconds, plot_path, print_table, write_json  # noqa: E402
+from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot, write_json  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 from afpga.platforms import PLATFORMS  # noqa: E402
@@ -105,12 +105,8 @@ def main(argv=None) -> int:
                   r["with_transfers_ms"], r["cpu_ms"], r["speedup_resident"], r["speedup_with_transfers"]] for r in rows])
     write_json(args.json, {"benchmark": "perf_model", "machine": machine(), "n": args.n, "clock_hz": CLOCK_HZ,
                            "launch_s": LAUNCH_S, "rows": rows})
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is not None:
         cats = sorted({r["category"] for r in rows})
         fig, axes = plt.subplots(1, len(cats), figsize=(4.5 * len(cats), 3.8), squeeze=False, sharey=True)
         for ax, cat in zip(axes[0], cats):
@@ -121,11 +117,7 @@ def main(argv=None) -> int:
             ax.set_yscale("log")
             ax.set_title(f"{cat}: projected speed-up (resident)")
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(plot_path("perf_model.png"), dpi=90)
-        print(f"wrote {plot_path('perf_model.png')}")
-    except ImportError:
-        print("matplotlib is not installed: no plot")
+        save_plot(fig, "perf_model.png")
     return 0
 
 

@@ -44,11 +44,11 @@ def call(op: str, category: str, tensors: list[torch.Tensor]):
     return lambda: f(tensors[0])  # unary, reduce
 
 
-def run(quick: bool, levels: list[int]) -> dict:
+def run(quick: bool, levels: list[int], only: tuple[str, ...] = (), exponents: tuple[int, ...] = ()) -> dict:
     ops = table_ops()
-    if quick:
-        ops = {k: v for k, v in ops.items() if k in QUICK_OPS}
-    sizes = [2 ** e for e in ((10, 16, 20) if quick else (10, 12, 14, 16, 18, 20, 22, 24))]
+    if quick or only:
+        ops = {k: v for k, v in ops.items() if k in (only or QUICK_OPS)}
+    sizes = [2 ** e for e in (exponents or ((10, 16, 20) if quick else (10, 12, 14, 16, 18, 20, 22, 24)))]
     rows = []
     torch.manual_seed(0)
     for n in sizes:
@@ -102,9 +102,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--levels", default="1,2,3,4")
+    p.add_argument("--ops", default="", help="only these ops (ATen base names, comma separated)")
+    p.add_argument("--sizes", default="", help="element counts as powers of two, e.g. 10,24")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "ops.json"))
     args = p.parse_args(argv)
-    doc = run(args.quick, [int(x) for x in args.levels.split(",")])
+    doc = run(args.quick, [int(x) for x in args.levels.split(",")], tuple(x for x in args.ops.split(",") if x),
+              tuple(int(x) for x in args.sizes.split(",") if x))
     print_table(["op", "n", "opt", "cpu ms", "fpga ms", "fpga/cpu"],
                 [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"]] for r in doc["rows"]])
     write_json(args.json, doc)

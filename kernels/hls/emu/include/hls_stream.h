@@ -3,7 +3,8 @@
 //
 // C-simulation semantics: a stream is an unbounded FIFO and DATAFLOW stages run one after the
 // other in program order, so every element a producer writes is buffered until its consumer runs.
-// The buffer is reused once drained, so a tiled kernel allocates it once.
+// The buffer is reused once drained, and a stream that goes out of scope hands its storage to the
+// next stream of its type on this thread, so a tiled kernel allocates only on its first tile.
 #pragma once
 
 #include <cstddef>
@@ -16,10 +17,14 @@ namespace hls {
 template <typename T>
 class stream {
  public:
-  stream() = default;
-  explicit stream(const char*) {}
+  stream() { take_spare(); }
+  explicit stream(const char*) { take_spare(); }
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
+  ~stream() {
+    buf_.clear();
+    spares().push_back(std::move(buf_));
+  }
 
   void write(const T& v) { buf_.push_back(v); }
   void operator<<(const T& v) { write(v); }
@@ -53,6 +58,19 @@ class stream {
   std::size_t size() const { return buf_.size() - head_; }
 
  private:
+  // Drained buffers of destroyed streams (capacity kept), per element type and thread.
+  static std::vector<std::vector<T>>& spares() {
+    thread_local std::vector<std::vector<T>> pool;
+    return pool;
+  }
+  void take_spare() {
+    auto& pool = spares();
+    if (!pool.empty()) {
+      buf_ = std::move(pool.back());
+      pool.pop_back();
+    }
+  }
+
   std::vector<T> buf_;
   std::size_t head_ = 0;
 };

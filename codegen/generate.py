@@ -8,19 +8,21 @@ import os
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
 from .gen_hls import arg_names, generate_hls, kernels_of, template_env
-from .model import LEVELS, ResolvedEntry, TableError
+from .model import LEVELS, Kernel, ResolvedEntry
 from .native import dispatch_stubs, load_native, torch_include_dir
-from .table import load_table, resolve
+from .table import entry_kernels, load_table, resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
 
 
+def selected(entry_kernels: tuple[Kernel, ...], kernels: tuple[str, ...]) -> bool:
+    """Whether `kernels=` (categories or ops; empty: all) selects an entry running these kernels."""
+    return not kernels or any(k.op.category in kernels or k.op.name in kernels for k in entry_kernels)
+
+
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
-    """The entries one of whose kernels' category or op is named in `kernels` (all when empty)."""
-    if not kernels:
-        return entries
-    return tuple(r for r in entries if any(k.op.category in kernels or k.op.name in kernels for k in r.kernels))
+    return tuple(r for r in entries if selected(r.kernels, kernels))
 
 
 def load(table_path: str, native_path: str | None = None):
@@ -62,24 +64,15 @@ def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[
     """The files `run` writes, without loading PyTorch's table: SCons declares them as targets.
     {"fpga_type": [...], "hls": [...], "emu": {level: [...]}}, paths relative to the output dir."""
     from .gen_fpga_type import unit_count
-    from .model import DTYPES, Kernel
 
     library = kernel_library.load_library(HLS_ROOT)
     table = load_table(table_path)
     seen: dict[str, Kernel] = {}
     for e in table.entries:
-        ops = []
-        for kernel in e.kernel_names:
-            cat_name, op_name = kernel.split("/", 1)
-            cat = library.get(cat_name)
-            op = cat.ops.get(op_name) if cat else None
-            if op is None:
-                raise TableError(e.loc, f"unknown kernel '{kernel}' (kernels/hls/{cat_name}/ops.yaml)")
-            ops.append(op)
-        if not kernels or any(op.category in kernels or op.name in kernels for op in ops):
-            for op in ops:
-                for d in e.dtypes:
-                    seen.setdefault(f"{op.name}/{d}", Kernel(op, DTYPES[d]))
+        ks = entry_kernels(e, library)
+        if selected(ks, kernels):
+            for k in ks:
+                seen.setdefault(k.name, k)
     ks = list(seen.values())
     return {
         "fpga_type": ["FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(unit_count(len(table.entries))))],

@@ -224,6 +224,18 @@ def kernel_of(e: Entry, library: dict[str, Category], kernel: str | None = None)
     return op, []
 
 
+def entry_kernels(e: Entry, library: dict[str, Category]) -> tuple[Kernel, ...]:
+    """Every kernel (op x dtype) the entry runs, from the kernel library alone (no PyTorch table):
+    what `resolve` attaches and what the build plans, so the two cannot disagree."""
+    ops = []
+    for name in e.kernel_names:
+        op, errors = kernel_of(e, library, name)
+        if errors:
+            raise errors[0]
+        ops.append(op)
+    return tuple(Kernel(op, DTYPES[d]) for op in ops for d in e.dtypes)
+
+
 def bindings_of(e: Entry, info: OpInfo) -> tuple[tuple[str, str], ...]:
     """(stub, kernel) pairs: the entry's stub mapping, or its one stub and kernel."""
     return e.stubs or ((stub_of(e, info), e.kernel),)
@@ -285,12 +297,11 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
         f = native.functions[e.func]
         info = ops.ops[e.func]
         op, _ = kernel_of(e, library)
+        kernels = entry_kernels(e, library)
         if e.host:  # the host function runs the kernel itself: no stub to bind
-            bindings, kernels, stub = (), tuple(Kernel(op, DTYPES[d]) for d in e.dtypes), None
+            bindings, stub = (), None
         else:
             bindings = tuple((stub, stubs[stub], kernel_of(e, library, k)[0]) for stub, k in bindings_of(e, info))
-            kernels = tuple(Kernel(b_op, DTYPES[d]) for b_op in dict.fromkeys(b[2] for b in bindings)
-                            for d in e.dtypes)
             stub = next((b[0] for b in bindings if b[2] is op), bindings[0][0])
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",

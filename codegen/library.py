@@ -7,7 +7,9 @@ from . import yamlsrc
 from .model import DTYPES, LEVELS, Category, KernelOp, Location, Scalar, TableError
 
 SCALAR_KEYS = ("name", "dtype", "default")
-DRIVERS = ("pointwise", "reduce")  # host/ps/fpga_kernel.cpp, host/ps/fpga_reduce.cpp
+# Who runs a category's kernels: fpga_kernel (host/ps/fpga_kernel.cpp), fpga_reduce
+# (host/ps/fpga_reduce.cpp), or the table entries' own `host:` functions (through KernelLaunch).
+DRIVERS = ("pointwise", "reduce", "host")
 OP_KEYS = ("expr", "scalars", "dtypes", "types")
 
 

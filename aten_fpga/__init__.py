@@ -28,13 +28,32 @@ if not hasattr(torch, "fpga"):
 __all__ = ["load", "image", "stats", "reset_stats", "format_stats", "report", "format_report"]
 
 
-def load(image: str | int) -> str:
-    """Load a device image on every fpga device: a path, or an XCL_OPT level (1-4) meaning the
-    emulated image `scons opt=N` built. Returns the path loaded."""
-    path = emu_image_path(image) if isinstance(image, int) else os.path.abspath(image)
-    if not os.path.exists(path):
-        hint = f"`scons opt={image}`" if isinstance(image, int) else "`scons` (or check the path)"
-        raise FileNotFoundError(f"no fpga device image at {path}: build it with {hint}")
+_LOADABLE = ("an XCL_OPT level 1-4 (the emulated image `scons opt=N` builds), an image folder (e.g. "
+             "build/emu/opt4), or the path of a .xclbin (torch.xclbin) or of an emulated torch_emu.so")
+
+
+def load(image: str | int | os.PathLike) -> str:
+    """Load a device image on every fpga device and return the path loaded. `image` is an XCL_OPT
+    level (1-4: the emulated image `scons opt=N` built), an image folder (its torch.xclbin, which
+    on the emulated device names the g++ library beside it), or the path of an xclbin or of the
+    emulated image's .so."""
+    if isinstance(image, bool) or not isinstance(image, (int, str, os.PathLike)):
+        raise TypeError(f"aten_fpga.load({image!r}): expected {_LOADABLE}")
+    if isinstance(image, int):
+        path = emu_image_path(image)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no fpga device image at {path}: build it with `scons opt={image}`")
+    else:
+        path = os.path.abspath(os.fspath(image))
+        if os.path.isdir(path):
+            path = os.path.join(path, "torch.xclbin")
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{os.path.dirname(path)} is a folder without an image (no torch.xclbin in "
+                                        f"it): build one with `scons`; aten_fpga.load accepts {_LOADABLE}")
+        elif not path.endswith((".xclbin", ".so")):
+            raise ValueError(f"aten_fpga.load({image!r}): {path} is not an image; expected {_LOADABLE}")
+        elif not os.path.exists(path):
+            raise FileNotFoundError(f"no fpga device image at {path}: build it with `scons` (or check the path)")
     _C.load_image(path)
     return path
 

@@ -7,4 +7,6 @@ bash ci/install.sh
 for level in 1 2 3 4; do
   python3 -m SCons -Q opt=$level
 done
+# The coherence sanitizer (docs/runtime.md): a read that skipped a sync sees poison, not stale data.
+export ATEN_FPGA_SANITIZE=1
 python3 -m pytest -q "$@"

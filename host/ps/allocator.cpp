@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -11,6 +12,17 @@
 #include "stats.h"
 
 namespace aten_fpga {
+
+const bool kSanitize = [] {
+  const char* v = std::getenv("ATEN_FPGA_SANITIZE");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}();
+
+namespace {
+// Poison the side of `a` that just became stale (callers hold a->mu and checked kSanitize).
+void poison_host(Allocation* a) { fill_repeating(a->buffer->host, a->requested, kPoison); }
+void poison_device(Allocation* a) { a->device->poison(*a->buffer, a->requested, kPoison); }
+}  // namespace
 
 Allocation* allocation_of(const at::TensorBase& t) {
   return static_cast<Allocation*>(t.storage().data_ptr().get_context());
@@ -40,12 +52,14 @@ void mark_device_written(Allocation* a) {
   if (a == nullptr) return;
   std::lock_guard<std::mutex> g(a->mu);
   a->valid = Allocation::Valid::Device;
+  if (kSanitize) poison_host(a);
 }
 
 void mark_host_written(Allocation* a) {
   if (a == nullptr) return;
   std::lock_guard<std::mutex> g(a->mu);
   a->valid = Allocation::Valid::Host;
+  if (kSanitize) poison_device(a);
 }
 
 void prepare_device_write(Allocation* a, size_t offset, size_t n) {
@@ -242,6 +256,10 @@ class FpgaAllocator final : public c10::Allocator {
     }
     a->requested = nbytes;
     a->valid = Allocation::Valid::Both;  // neither side holds anything yet
+    if (kSanitize) {  // nor does either side hold what an earlier tensor left in the block
+      fill_repeating(a->buffer->host, a->buffer->bytes, kPoison);
+      a->device->poison(*a->buffer, a->buffer->bytes, kPoison);
+    }
     c.on_allocated(a, fresh);
     return {a->buffer->host, a, &give_back, dev};
   }

@@ -31,6 +31,17 @@ struct Allocation {
 // The allocation behind an fpga tensor's storage (nullptr for an empty storage).
 Allocation* allocation_of(const at::TensorBase& t);
 
+// The coherence sanitizer, ATEN_FPGA_SANITIZE=1 (read once at startup): while one side of an
+// allocation is newer, the other holds kPoison, so code that reads a side without syncing it first
+// computes with NaNs (or, for integers, a fixed byte pattern) instead of stale values that may look
+// right. The host shadow is poisoned while the device copy is newer; on the emulator the device copy
+// too while the host shadow is newer, and both sides of a new allocation. Off, it costs one test of a
+// constant bool per coherence transition.
+extern const bool kSanitize;
+// Read as float64 a signalling NaN; as float32 alternately a signalling and a quiet NaN; as bfloat16
+// and float16 NaNs (no 16-bit pattern can be a signalling NaN of both and of float64 at once).
+constexpr uint64_t kPoison = 0x7FF47FA07FA07FA0ull;
+
 // Make the device copy current (host -> device if the host is newer).
 void sync_to_device(Allocation* a);
 // Make the host shadow current (device -> host if the device is newer).

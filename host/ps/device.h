@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,14 @@ struct CuActivity {
   KernelArg last_args[kMaxArgs];               // buffer args: offset; scalars: bits
 };
 
+// Fill n bytes at p with a repeating 8-byte pattern, low byte first (n need not be a multiple of 8).
+inline void fill_repeating(void* p, size_t n, uint64_t pattern) {
+  auto* bytes = static_cast<unsigned char*>(p);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) std::memcpy(bytes + i, &pattern, 8);
+  if (i < n) std::memcpy(bytes + i, &pattern, n - i);
+}
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -76,6 +85,10 @@ class Device {
   // The device copy's address in this process, where the device memory is addressable (the
   // emulator); nullptr otherwise. Device-side copies use it as the device's data mover.
   virtual void* device_address(Buffer& b) = 0;
+  // Fill the device copy's first n bytes with a repeating 8-byte pattern (low byte first). The
+  // coherence sanitizer poisons a stale device copy with it; where the host cannot reach device
+  // memory (a card) it does nothing.
+  virtual void poison(Buffer& /*b*/, size_t /*n*/, uint64_t /*pattern*/) {}
 
   // The image (xclbin or emulated image) and its kernels.
   virtual void load_image(const std::string& path) = 0;

@@ -1,0 +1,54 @@
+"""*_overrideable ops (convolution's) reach the counted CPU fallback on "fpga": their ATen kernels
+throw on a backend they do not know, so the fallback runs each as its CPU equivalent."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import aten_fpga
+
+MODULES = {
+    "conv2d": (lambda: torch.nn.Conv2d(3, 8, 3, padding=1, stride=2), (2, 3, 9, 9)),
+    "conv1d": (lambda: torch.nn.Conv1d(2, 4, 5, dilation=2, groups=2), (3, 2, 20)),
+    "conv_transpose2d": (lambda: torch.nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1), (1, 4, 5, 6)),
+    "conv2d_no_bias": (lambda: torch.nn.Conv2d(2, 2, 1, bias=False), (1, 2, 4, 4)),
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_convolution_forward_and_backward(name):
+    make, shape = MODULES[name]
+    torch.manual_seed(0)
+    cpu = make()
+    dev = copy.deepcopy(cpu).to("fpga")
+    x = torch.randn(shape)
+    X = (x.to("fpga") * 1).requires_grad_()  # valid only in device memory
+    x.requires_grad_()
+    aten_fpga.reset_stats()
+    Y = dev(X)
+    Y.square().sum().backward()
+    y = cpu(x)
+    y.square().sum().backward()
+    assert Y.device.type == "fpga"
+    torch.testing.assert_close(Y.cpu(), y.detach())
+    torch.testing.assert_close(X.grad.cpu(), x.grad)
+    for p, q in zip(dev.parameters(), cpu.parameters()):
+        assert p.grad.device.type == "fpga"
+        torch.testing.assert_close(p.grad.cpu(), q.grad)
+    s = aten_fpga.stats()
+    assert s["convolution_overrideable"] == {"fpga": 0, "cpu_fallback": 1}
+    assert s["convolution_backward_overrideable"] == {"fpga": 0, "cpu_fallback": 1}
+
+
+def test_convolution_backward_without_input_grad():
+    """output_mask selects the gradients: weights only, as for a first layer."""
+    conv = torch.nn.Conv2d(1, 2, 3).to("fpga")
+    x = torch.randn(1, 1, 6, 6)
+    conv(x.to("fpga")).sum().backward()
+    ref = torch.nn.Conv2d(1, 2, 3)
+    ref.load_state_dict({k: v.cpu() for k, v in conv.state_dict().items()})
+    ref(x).sum().backward()
+    torch.testing.assert_close(conv.weight.grad.cpu(), ref.weight.grad)
+    torch.testing.assert_close(conv.bias.grad.cpu(), ref.bias.grad)

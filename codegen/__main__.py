@@ -35,18 +35,17 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
 
     from . import generate  # imports torchgen: kept out of `--help`
+    from .interface import InterfaceError
 
     try:
-        if args.command == "generate":
-            levels = tuple(int(x) for x in args.levels.split(","))
-            kernels = tuple(x for x in args.kernels.split(",") if x)
-            written = generate.run(args.table, args.out, levels, kernels)
-            print(f"codegen: {len(written[0])} files in {args.out} ({len(written[1])} changed)")
-            return 0
-    except TableError as e:
+        levels = tuple(int(x) for x in args.levels.split(","))
+        kernels = tuple(x for x in args.kernels.split(",") if x)
+        written = generate.run(args.table, args.out, levels, kernels)
+    except (TableError, InterfaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 2
+    print(f"codegen: {len(written[0])} files in {args.out} ({len(written[1])} changed)")
+    return 0
 
 
 def _check(args) -> int:

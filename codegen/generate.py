@@ -5,20 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+from . import abi, interface
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
-from .gen_hls import arg_names, generate_hls, kernels_of, template_env
-from .model import LEVELS, Kernel, ResolvedEntry
+from .gen_hls import arg_names, generate_hls, template_env
+from .model import LEVELS, Kernel, ResolvedEntry, kernels_of
 from .native import dispatch_stubs, load_native, torch_include_dir
-from .table import entry_kernels, load_table, resolve
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
-
-
-def selected(entry_kernels: tuple[Kernel, ...], kernels: tuple[str, ...]) -> bool:
-    """Whether `kernels=` (categories or ops; empty: all) selects an entry running these kernels."""
-    return not kernels or any(k.op.category in kernels or k.op.name in kernels for k in entry_kernels)
+from .plan import ABI_HEADER, HLS_ROOT, MANIFEST, ROOT, interface_file, plan, selected  # noqa: F401  (ROOT, HLS_ROOT: re-exported)
+from .table import load_table, resolve
 
 
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
@@ -40,7 +34,7 @@ def manifest(entries: tuple[ResolvedEntry, ...]) -> str:
         "kernels": {k.name: {"category": k.op.category, "op": k.op.name, "dtype": k.dtype.name,
                              "args": arg_names(k),
                              "sources": {str(l): k.source(l) for l in LEVELS}}
-                    for k in kernels_of(entries)},
+                    for k in kernels_of(r.kernels for r in entries)},
     }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
@@ -60,33 +54,32 @@ def write_if_changed(path: str, text: str) -> bool:
     return True
 
 
-def plan(table_path: str, levels=LEVELS, kernels: tuple[str, ...] = ()) -> dict[str, list[str]]:
-    """The files `run` writes, without loading PyTorch's table: SCons declares them as targets.
-    {"fpga_type": [...], "hls": [...], "emu": {level: [...]}}, paths relative to the output dir."""
-    from .gen_fpga_type import unit_count
-
-    library = kernel_library.load_library(HLS_ROOT)
-    table = load_table(table_path)
-    seen: dict[str, Kernel] = {}
-    for e in table.entries:
-        ks = entry_kernels(e, library)
-        if selected(ks, kernels):
-            for k in ks:
-                seen.setdefault(k.name, k)
-    ks = list(seen.values())
-    return {
-        "fpga_type": ["FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(unit_count(len(table.entries))))],
-        "manifest": ["kernels.json"],
-        "hls": {l: [k.source(l) for k in ks] for l in levels},
-        "emu": {l: sorted({f"emu/opt{l}/{k.op.category}.cpp" for k in ks}) for l in levels},
-    }
+def interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> str:
+    """interface_opt<N>.json: each kernel's AXI interface at one level, read from the source just
+    rendered; its arguments must be the ABI's (ports, scalars, sizes, in that order)."""
+    doc = {}
+    for k in kernels:
+        where = f"kernels/hls/{k.op.category}/opt{level}.cpp.j2 ({k.name})"
+        top = interface.check(interface.parse(files[k.source(level)], where), where)
+        names = [a.name for a in top.args]
+        if top.name != k.name or names != arg_names(k):
+            raise interface.InterfaceError(
+                f"{where}: the top function is {top.name}({', '.join(names)}); ops.yaml says "
+                f"{k.name}({', '.join(arg_names(k))}) (its inputs, outputs, scalars, sizes)")
+        doc[k.name] = top.to_json()
+    return json.dumps({"level": level, "kernels": doc}, indent=1, sort_keys=True) + "\n"
 
 
 def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = ()):
     entries, _ = load(table_path)
     chosen = select(entries, kernels)
-    files = generate_fpga_type(entries)  # the host registers every entry; missing kernels fall back
+    files = {ABI_HEADER: abi.header()}
+    files.update(generate_fpga_type(entries))  # the host registers every entry; missing kernels fall back
     files.update(generate_hls(chosen, template_env(HLS_ROOT), levels))
-    files["kernels.json"] = manifest(chosen)
+    files[MANIFEST] = manifest(chosen)
+    ks = kernels_of(r.kernels for r in chosen)
+    for level in levels:
+        files[interface_file(level)] = interfaces(ks, files, level)
+    assert sorted(files) == sorted(plan(table_path, kernels).files(levels)), "codegen.plan disagrees with run"
     changed = [rel for rel, text in sorted(files.items()) if write_if_changed(os.path.join(out_dir, rel), text)]
     return sorted(files), changed

@@ -86,7 +86,7 @@ def load_category(root: str, name: str) -> Category:
                                                  f"the ports are {', '.join((*inputs, *outputs))}")
         ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, inputs, outputs, types,
                                 sizes, driver)
-    return Category(name, inputs, outputs, ops)
+    return Category(name, ops)
 
 
 def load_library(root: str) -> dict[str, Category]:

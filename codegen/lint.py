@@ -22,24 +22,10 @@ import os
 import re
 import sys
 
-BITS = {"float": 32, "double": 64, "half": 16, "bool": 8, "int8_t": 8, "uint8_t": 8, "int16_t": 16,
-        "int32_t": 32, "uint32_t": 32, "int64_t": 64, "uint64_t": 64, "std::complex<float>": 64}
+from . import abi, interface
 
-_TOP = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)\s*\{')
 _PRAGMA = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+(\w+)\s+([^\n]*)")
-_TYPEDEF = re.compile(r"typedef\s+([^;]+?)\s+(\w+)\s*;")
-_CONST = re.compile(r"const\s+(?:int|unsigned|uint64_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;")
 _FOR = re.compile(r"\bfor\s*\(")
-
-
-def _params(text: str) -> list[tuple[str, str]]:
-    """(type, name) of each top-function parameter."""
-    out = []
-    for p in (x.strip() for x in text.split(",") if x.strip()):
-        m = re.fullmatch(r"(.+?)\s*(\w+)", p, re.S)
-        if m:
-            out.append((re.sub(r"\s+", " ", m.group(1)), m.group(2)))
-    return out
 
 
 def _body(text: str, start: int) -> tuple[int, int]:
@@ -53,36 +39,17 @@ def _body(text: str, start: int) -> tuple[int, int]:
     raise ValueError("unbalanced braces")
 
 
-def _bits(ctype: str, typedefs: dict[str, str], consts: dict[str, int]) -> int | None:
-    """Width of one beat of a port whose element type is `ctype`, through the file's typedefs."""
-    seen = set()
-    t = ctype.replace("const ", "").strip()
-    while True:
-        t = t.split("::")[-1] if "<" not in t else t
-        if t in typedefs and t not in seen:
-            seen.add(t)
-            t = typedefs[t]
-            continue
-        break
-    m = re.fullmatch(r"(?:hls::)?vector<\s*(.+?)\s*,\s*(\w+)\s*>", t)
-    if m:
-        lane = _bits(m.group(1), typedefs, consts)
-        n = int(m.group(2)) if m.group(2).isdigit() else consts.get(m.group(2))
-        return lane * n if lane and n else None
-    m = re.fullmatch(r"ap_u?int<\s*(\d+)\s*>", t)
-    if m:
-        return int(m.group(1))
-    return BITS.get(t)
-
-
 def lint_source(text: str, level: int) -> list[str]:
     """Every convention `text`, a kernel at XCL_OPT `level`, breaks (empty: it is fine)."""
     problems = []
-    tops = _TOP.findall(text)
-    if len(tops) != 1:
-        return [f"top: expected one extern \"C\" top function, found {len(tops)}"]
-    name, params_text = tops[0]
-    params = _params(params_text)
+    found = interface.tops(text)
+    if len(found) != 1:
+        return [f"top: expected one extern \"C\" top function, found {len(found)}"]
+    try:
+        top = interface.parse(text, "kernel")
+    except interface.InterfaceError as e:
+        return [f"top: {e}"]
+    name = top.name
     pragmas: dict[str, dict[str, str]] = {}
     bundles: dict[str, list[str]] = {}
     for kind, rest in _PRAGMA.findall(text):
@@ -93,14 +60,12 @@ def lint_source(text: str, level: int) -> list[str]:
         pragmas.setdefault(port, {})[kind] = rest
         if kind == "m_axi":
             if "shared:" not in rest:
-                bundles.setdefault(fields.get("bundle", "gmem"), []).append(port)
-    for ctype, pname in params:
-        kinds = pragmas.get(pname, {})
-        if "*" in ctype:
-            if "m_axi" not in kinds:
-                problems.append(f"m_axi: pointer '{pname}' of {name} has no m_axi interface")
-        elif "s_axilite" not in kinds:
-            problems.append(f"s_axilite: scalar '{pname}' of {name} has no s_axilite interface")
+                bundles.setdefault(fields.get("bundle", interface.DEFAULT_BUNDLE), []).append(port)
+    for a in top.args:
+        if a.pointer and a.bundle is None:
+            problems.append(f"m_axi: pointer '{a.name}' of {name} has no m_axi interface")
+        elif not a.pointer and "s_axilite" not in pragmas.get(a.name, {}):
+            problems.append(f"s_axilite: scalar '{a.name}' of {name} has no s_axilite interface")
     if "s_axilite" not in pragmas.get("return", {}):
         problems.append(f"s_axilite: {name} has no s_axilite interface for return")
     for bundle, ports in sorted(bundles.items()):
@@ -111,14 +76,12 @@ def lint_source(text: str, level: int) -> list[str]:
         problems.append(f"dataflow: XCL_OPT {level} needs #pragma HLS DATAFLOW")
     problems += _loop_problems(text)
     if level == 4:
-        typedefs = {n: t.strip() for t, n in _TYPEDEF.findall(text)}
-        consts = {n: int(v) for n, v in _CONST.findall(text)}
-        widths = {p: _bits(t.replace("*", "").strip(), typedefs, consts) for t, p in params if "*" in t}
+        widths = {a.name: a.width for a in top.args if a.pointer}
         unknown = [p for p, w in widths.items() if w is None]
         if unknown:
             problems.append(f"512-bit: cannot tell the width of port(s) {', '.join(unknown)}")
-        elif widths and max(widths.values()) != 512:
-            problems.append(f"512-bit: XCL_OPT 4 ports must be 512 bits wide (the widest); got "
+        elif widths and max(widths.values()) != abi.WORD_BITS:
+            problems.append(f"512-bit: XCL_OPT 4 ports must be {abi.WORD_BITS} bits wide (the widest); got "
                             f"{', '.join(f'{p}={w}' for p, w in widths.items())}")
     return problems
 
@@ -152,7 +115,7 @@ def _loop_problems(text: str) -> list[str]:
     return problems
 
 
-def lint_tree(gen_root: str, levels=(1, 2, 3, 4)) -> dict[str, list[str]]:
+def lint_tree(gen_root: str, levels=abi.LEVELS) -> dict[str, list[str]]:
     """{kernel source: problems} for the generated kernels of the given levels under gen_root: those
     its kernels.json lists (sources of kernels no longer in the table may linger), else all found."""
     manifest = os.path.join(gen_root, "kernels.json")
@@ -174,10 +137,10 @@ def lint_tree(gen_root: str, levels=(1, 2, 3, 4)) -> dict[str, list[str]]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m codegen.lint", description=__doc__.splitlines()[0])
     p.add_argument("gen", nargs="?", default="build/gen", help="the codegen output folder")
-    p.add_argument("--level", type=int, action="append", choices=(1, 2, 3, 4),
+    p.add_argument("--level", type=int, action="append", choices=abi.LEVELS,
                    help="only this XCL_OPT level (repeatable; default: every level found)")
     args = p.parse_args(argv)
-    results = lint_tree(args.gen, tuple(args.level or (1, 2, 3, 4)))
+    results = lint_tree(args.gen, tuple(args.level or abi.LEVELS))
     if not results:
         print(f"lint: no generated kernels under {args.gen}/hls; run `scons` first", file=sys.stderr)
         return 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .abi import DTYPES, LEVEL_NAMES, LEVELS, REAL_DTYPES, WORD_BITS, DType  # noqa: F401  (re-exported)
+
 
 @dataclass(frozen=True)
 class Location:
@@ -27,40 +29,7 @@ class TableError(Exception):
         super().__init__(f"{loc}: {message}" if loc else message)
 
 
-@dataclass(frozen=True)
-class DType:
-    """A tensor dtype the kernel library knows: its torch name, ATen ScalarType and HLS C type."""
-
-    name: str  # torch name: "float32"
-    scalar_type: str  # c10::ScalarType enumerator: "Float"
-    ctype: str  # C type in HLS kernels: "float"
-    bits: int
-
-    @property
-    def lanes(self) -> int:
-        """Elements per 512-bit word (XCL_OPT 4 ports)."""
-        return 512 // self.bits
-
-
-# Order matters only for determinism of generated output.
-DTYPES: dict[str, DType] = {
-    d.name: d
-    for d in (
-        DType("float32", "Float", "float", 32),
-        DType("float64", "Double", "double", 64),
-        DType("float16", "Half", "half", 16),
-        DType("complex64", "ComplexFloat", "std::complex<float>", 64),
-        DType("int32", "Int", "int32_t", 32),
-        DType("int64", "Long", "int64_t", 64),
-        DType("bool", "Bool", "bool", 8),
-    )
-}
-
-# The real dtype of each complex dtype (torch's toRealValueType).
-REAL_DTYPES = {"complex64": "float32"}
-
-LEVELS = (1, 2, 3, 4)
-LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
+# The ABI table (dtypes, levels) lives in abi.py; the model names them from there.
 
 
 @dataclass(frozen=True)
@@ -117,8 +86,6 @@ class Category:
     """A template folder: kernels/hls/<name>/ with opt<N>.cpp.j2 per level and ops.yaml."""
 
     name: str
-    inputs: tuple[str, ...]  # pointer arguments read by the kernel
-    outputs: tuple[str, ...]  # pointer arguments written
     ops: dict[str, KernelOp] = field(hash=False)
 
 
@@ -139,10 +106,6 @@ class Entry:
     @property
     def category(self) -> str:
         return self.kernel.split("/", 1)[0]
-
-    @property
-    def kernel_name(self) -> str:
-        return self.kernel.split("/", 1)[1]
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -195,7 +158,7 @@ class Kernel:
     @property
     def lanes(self) -> int:
         """Elements per cycle at XCL_OPT 4: the widest port moves one 512-bit word."""
-        return 512 // max(p.dtype.bits for p in self.ports)
+        return WORD_BITS // max(p.dtype.bits for p in self.ports)
 
 
 @dataclass(frozen=True)
@@ -216,3 +179,12 @@ class ResolvedEntry:
     bindings: tuple[tuple[str, str, KernelOp], ...] = ()
     # For an op that is not structured: the CPU kernel the wrapper forwards to ("where_self_out").
     cpu_kernel: str | None = None
+
+
+def kernels_of(groups) -> tuple[Kernel, ...]:
+    """Every distinct kernel of `groups` (each entry's kernels), in order: two ops may share one."""
+    seen: dict[str, Kernel] = {}
+    for group in groups:
+        for k in group:
+            seen.setdefault(k.name, k)
+    return tuple(seen.values())

@@ -11,7 +11,10 @@ import re
 
 from . import yamlsrc
 from .model import DTYPES, Category, Entry, Kernel, KernelOp, ResolvedEntry, Table, TableError
-from .native import NativeTable, OpInfo, OpTable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torchgen's types, named in annotations only: the build's plan must not import torch
+    from .native import NativeTable, OpInfo, OpTable
 
 KEYS = ("kernel", "dtypes", "stub", "host")  # `stub` and `host` are optional
 REQUIRED = ("kernel", "dtypes")

@@ -506,7 +506,7 @@ def test_not_structured_with_a_stub_forwards_to_the_cpu_kernel(tmp_path, native,
     unit = generate_fpga_type(entries)["FPGAType_0.cpp"]
     assert "at::native::where_self_out(condition, self, other, out)" in unit
     assert "REGISTER_PRIVATEUSE1_DISPATCH(where_kernel" in unit
-    assert 'KernelRef fpga_where_kernel_kernel{"where", nullptr, 2, false}' in unit  # named by `self`'s dtype
+    assert 'KernelRef fpga_where_kernel_kernel{.name = "where", .dtype_operand = 2}' in unit  # named by `self`'s dtype
 
 
 def test_not_structured_without_a_stub_says_how(tmp_path, native, library, stubs):

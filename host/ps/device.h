@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "stats.h"  // now_ns
 
 namespace aten_fpga {
 
@@ -106,10 +107,6 @@ class Device {
   }
 
  protected:
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
   // Called by run() once per CU run, from the thread that drove it.
   void record_cu_run(int cu, int64_t start_ns, int64_t end_ns, uint64_t thread, const std::vector<KernelArg>& args) {
     std::lock_guard<std::mutex> g(activity_mu_);

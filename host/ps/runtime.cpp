@@ -26,21 +26,19 @@ struct Devices {
   std::string kind;
   std::vector<std::unique_ptr<Device>> list;
   Devices() {
-    {
-      const char* k = std::getenv("ATEN_FPGA_DEVICE");
-      kind = k == nullptr || *k == '\0' ? "emu" : k;
-      if (kind == "emu") {
-        const size_t n = env_size("ATEN_FPGA_EMU_DEVICES", 1);
-        TORCH_CHECK(n <= 64, "ATEN_FPGA_EMU_DEVICES=", n, ": at most 64 devices");
-        // Emulated device memory per device (bytes); 8 GiB by default, like a small Alveo card's DDR.
-        const size_t capacity = env_size("ATEN_FPGA_EMU_MEMORY", size_t(8) << 30);
-        for (size_t i = 0; i < n; ++i) list.push_back(std::make_unique<EmuDevice>(static_cast<int>(i), capacity));
-      } else if (kind == "xrt") {
-        const int n = xrt_device_count();
-        for (int i = 0; i < n; ++i) list.push_back(make_xrt_device(i));
-      } else {
-        TORCH_CHECK(false, "ATEN_FPGA_DEVICE='", kind, "': expected emu (the emulated device) or xrt (a card through XRT)");
-      }
+    const char* k = std::getenv("ATEN_FPGA_DEVICE");
+    kind = k == nullptr || *k == '\0' ? "emu" : k;
+    if (kind == "emu") {
+      const size_t n = env_size("ATEN_FPGA_EMU_DEVICES", 1);
+      TORCH_CHECK(n <= 64, "ATEN_FPGA_EMU_DEVICES=", n, ": at most 64 devices");
+      // Emulated device memory per device (bytes); 8 GiB by default, like a small Alveo card's DDR.
+      const size_t capacity = env_size("ATEN_FPGA_EMU_MEMORY", size_t(8) << 30);
+      for (size_t i = 0; i < n; ++i) list.push_back(std::make_unique<EmuDevice>(static_cast<int>(i), capacity));
+    } else if (kind == "xrt") {
+      const int n = xrt_device_count();
+      for (int i = 0; i < n; ++i) list.push_back(make_xrt_device(i));
+    } else {
+      TORCH_CHECK(false, "ATEN_FPGA_DEVICE='", kind, "': expected emu (the emulated device) or xrt (a card through XRT)");
     }
   }
 };

@@ -1,5 +1,7 @@
 #include "xclbin.h"
 
+#include "afpga_abi.h"  // generated from codegen/abi.py: AFPGA_CTYPES, AFPGA_KIND_*
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -209,44 +211,61 @@ Image read(const std::string& path) {
   return image;
 }
 
-char encoding(const std::string& type) {
+namespace {
+
+// `type` without spaces, a pointer's `*` and `const`, and an hls::vector's lane count: the C type
+// of one value ("hls::vector<float, 16>*" -> "float"). `pointer` says whether it was a port.
+std::string element_type(const std::string& type, bool* pointer) {
   std::string t;
   for (char c : type)
     if (!std::isspace(static_cast<unsigned char>(c))) t += c;
-  if (!t.empty() && t.back() == '*') {  // a port: the kind of the elements (a vector's lanes) it carries
-    t.pop_back();
-    if (t.rfind("hls::vector<", 0) == 0) t = t.substr(12, t.rfind(',') - 12);
-    if (t.rfind("const", 0) == 0) t = t.substr(5);
-    return encoding(t);
+  *pointer = !t.empty() && t.back() == '*';
+  if (*pointer) t.pop_back();
+  if (t.rfind("const", 0) == 0) t = t.substr(5);
+  if (t.rfind("hls::vector<", 0) == 0) t = t.substr(12, t.rfind(',') - 12);
+  return t;
+}
+
+struct CType {
+  const char* name;
+  char kind;
+  int bytes;
+};
+
+// The ABI table's C types (codegen/abi.py, through the generated afpga_abi.h).
+const CType* find_ctype(const std::string& t) {
+#define AFPGA_CTYPE_ROW(name, kind, bytes) {name, kind, bytes},
+  static const CType table[] = {AFPGA_CTYPES(AFPGA_CTYPE_ROW)};
+#undef AFPGA_CTYPE_ROW
+  for (const CType& c : table) {
+    std::string name;
+    for (const char* p = c.name; *p; ++p)
+      if (*p != ' ') name += *p;
+    if (name == t) return &c;
   }
-  if (t == "bool") return 'b';
-  if (t.find("complex") != std::string::npos) return 'c';
-  if (t == "float" || t == "double" || t == "half") return 'f';
-  if (t.rfind("uint", 0) == 0 || t.rfind("unsigned", 0) == 0 || t.rfind("ap_uint<", 0) == 0) return 'u';
-  if (t == "int" || t == "char" || t == "short" || t == "long" || t == "longlong" || t.rfind("int", 0) == 0 ||
-      t.rfind("ap_int<", 0) == 0)
-    return 'i';
+  return nullptr;
+}
+
+}  // namespace
+
+char encoding(const std::string& type) {
+  bool pointer = false;
+  const std::string t = element_type(type, &pointer);
+  if (const CType* c = find_ctype(t)) return c->kind;
+  if (t.rfind("ap_uint<", 0) == 0) return AFPGA_KIND_UNSIGNED;
+  if (t.rfind("ap_int<", 0) == 0) return AFPGA_KIND_SIGNED;
   throw std::runtime_error("kernel argument type '" + type + "' has no known host encoding; "
-                           "add it to aten_fpga::xclbin::encoding (host/ps/xclbin.cpp)");
+                           "add it to CTYPES in codegen/abi.py");
 }
 
 int element_bytes(const std::string& type) {
-  std::string t;
-  for (char c : type)
-    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
-  if (!t.empty() && t.back() == '*') t.pop_back();
-  if (t.rfind("const", 0) == 0) t = t.substr(5);
-  if (t.rfind("hls::vector<", 0) == 0) t = t.substr(12, t.rfind(',') - 12);
-  static const std::map<std::string, int> sizes = {
-      {"bool", 1}, {"char", 1}, {"int8_t", 1}, {"uint8_t", 1}, {"half", 2}, {"int16_t", 2}, {"uint16_t", 2},
-      {"float", 4}, {"int", 4}, {"int32_t", 4}, {"uint32_t", 4}, {"double", 8}, {"int64_t", 8},
-      {"uint64_t", 8}, {"std::complex<float>", 8}, {"std::complex<double>", 16}};
-  const auto it = sizes.find(t);
-  if (it == sizes.end()) {
+  bool pointer = false;
+  const CType* c = find_ctype(element_type(type, &pointer));
+  if (c == nullptr) {
     throw std::runtime_error("kernel port type '" + type + "' has no known element size; "
-                             "add it to aten_fpga::xclbin::element_bytes (host/ps/xclbin.cpp)");
+                             "add it to CTYPES in codegen/abi.py");
   }
-  return it->second;
+  return c->bytes;
 }
 
 }  // namespace aten_fpga::xclbin

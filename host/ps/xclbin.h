@@ -41,8 +41,9 @@ struct Image {
 // Reads `path`; throws std::runtime_error naming the file and what is wrong.
 Image read(const std::string& path);
 
-// How the host encodes a scalar argument of this C type in its 64-bit slot: 'f' floating point,
-// 'i' signed, 'u' unsigned, 'b' bool, 'c' complex; a pointer by the elements it carries.
+// How the host encodes a scalar argument of this C type in its 64-bit slot (an AFPGA_KIND_* of
+// afpga_abi.h: 'f' floating point, 'i' signed, 'u' unsigned, 'b' bool, 'c' complex); a pointer by
+// the elements it carries. The C types are the ABI table's (codegen/abi.py).
 char encoding(const std::string& type);
 // Bytes of one element a port type carries ("hls::vector<float, 16>*" -> 4, "half*" -> 2).
 int element_bytes(const std::string& type);

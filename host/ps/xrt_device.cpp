@@ -12,9 +12,9 @@
 #include <xrt/xrt_device.h>
 #include <xrt/xrt_kernel.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <thread>
 #include <unordered_map>
 
@@ -29,36 +29,6 @@ struct XrtBuffer final : Buffer {
 struct XrtKernel {
   std::vector<xrt::kernel> cus;
 };
-
-// Value of attribute `name` in the XML element text `tag` ("" if absent).
-std::string attribute(const std::string& tag, const std::string& name) {
-  const std::string key = " " + name + "=\"";
-  const size_t at = tag.find(key);
-  if (at == std::string::npos) return "";
-  const size_t begin = at + key.size();
-  return tag.substr(begin, tag.find('"', begin) - begin);
-}
-
-// Port name -> data width in bytes, for kernel `kernel` of the image's EMBEDDED_METADATA (the
-// xrt::xclbin API names an argument's port but not its width, which sets our vector lanes).
-std::map<std::string, int> port_widths(const xrt::xclbin& x, const std::string& kernel) {
-  std::map<std::string, int> widths;
-  const axlf* top = x.get_axlf();
-  std::string text;
-  for (uint32_t i = 0; i < top->m_header.m_numSections; ++i) {
-    const axlf_section_header& s = top->m_sections[i];
-    if (s.m_sectionKind == EMBEDDED_METADATA) text.assign(reinterpret_cast<const char*>(top) + s.m_sectionOffset, s.m_sectionSize);
-  }
-  const size_t begin = text.find("<kernel name=\"" + kernel + "\"");
-  if (begin == std::string::npos) return widths;
-  const size_t end = text.find("</kernel>", begin);
-  for (size_t at = text.find("<port ", begin); at < end; at = text.find("<port ", at + 1)) {
-    const std::string tag = text.substr(at, text.find('>', at) - at);
-    const std::string width = attribute(tag, "dataWidth");
-    if (!width.empty()) widths[attribute(tag, "name")] = std::stoi(width, nullptr, 0) / 8;
-  }
-  return widths;
-}
 
 class XrtDevice final : public Device {
  public:
@@ -115,6 +85,9 @@ class XrtDevice final : public Device {
     size_t capacity = 0;
     try {
       xrt::xclbin x(path);
+      // Our reader gives what the xrt::xclbin API lacks: each argument's port width (a vector
+      // port's lanes) and element type.
+      const xclbin::Image image = xclbin::read(path);
       const xrt::uuid uuid = device_.load_xclbin(x);
       for (const auto& mem : x.get_mems()) {
         if (mem.get_used()) capacity += static_cast<size_t>(mem.get_size_kb()) * 1024;
@@ -122,16 +95,13 @@ class XrtDevice final : public Device {
       for (const auto& k : x.get_kernels()) {
         KernelInfo info;
         info.name = k.get_name();
-        const auto widths = port_widths(x, info.name);
-        auto args = k.get_args();
-        std::sort(args.begin(), args.end(), [](const auto& a, const auto& b) { return a.get_index() < b.get_index(); });
-        for (const auto& a : args) {
-          const std::string type = a.get_host_type();
-          const bool pointer = !type.empty() && type.back() == '*';
-          const auto w = widths.find(a.get_port());
-          const int bytes = pointer ? (w == widths.end() ? 0 : w->second) : static_cast<int>(a.get_size());
-          info.args.push_back({a.get_name(), pointer, bytes, xclbin::encoding(type),
-                               pointer ? xclbin::element_bytes(type) : bytes});
+        const auto described = std::find_if(image.kernels.begin(), image.kernels.end(),
+                                            [&](const xclbin::Kernel& d) { return d.name == info.name; });
+        TORCH_CHECK(described != image.kernels.end(), path, ": kernel ", info.name, " is missing from its metadata");
+        for (const xclbin::Arg& a : described->args) {
+          const int bytes = a.is_pointer ? a.port_width / 8 : static_cast<int>(a.size);
+          info.args.push_back({a.name, a.is_pointer, bytes, xclbin::encoding(a.type),
+                               a.is_pointer ? xclbin::element_bytes(a.type) : bytes});
         }
         auto handle = std::make_unique<XrtKernel>();
         for (const auto& cu : k.get_cus()) {

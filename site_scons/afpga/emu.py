@@ -9,6 +9,7 @@ import os
 from SCons.Script import Action
 
 from . import connectivity, hls_interface, xclbin
+from .gen import GEN
 
 LIBRARY = "torch_emu.so"
 
@@ -17,7 +18,7 @@ def write_xclbin(target, source, env):
     from .platforms import PLATFORMS
 
     params = json.loads(source[-1].read())
-    tops = [hls_interface.parse_file(str(s)) for s in source[:-1]]
+    tops = hls_interface.load(str(source[0]), params["kernels"])
     plan = connectivity.plan(tops, params["cus"], PLATFORMS[params["platform"]])
     xclbin.write(str(target[0]), connectivity.design(plan, "emu", params["library"]))
     return 0
@@ -28,7 +29,7 @@ def build(env, cfg, gen, steps) -> list:
     emu = env.Clone()
     emu.Replace(CXX="g++")
     emu.Append(
-        CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu"],
+        CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu", f"#{GEN}"],
         # -ffp-contract=off: g++ must not fuse a*b+c where the kernel (and ATen) rounds twice.
         # -fno-gnu-unique: the kernel registry is an inline function's static; as a GNU unique
         # symbol the loader would share one registry among all images loaded side by side.
@@ -39,21 +40,19 @@ def build(env, cfg, gen, steps) -> list:
     out = cfg.out_dir
     flags = emu.subst("$CXXFLAGS $_CPPDEFFLAGS")
     objs = []
-    for unit in gen.emu_units + ["kernels/hls/emu/image.cpp"]:
-        name = os.path.basename(unit)[:-4]
+    # One object per category: a template edit recompiles its category's unit and no other.
+    units = [(c, unit, included) for c, (unit, included) in sorted(gen.emu_units.items())]
+    for name, unit, included in units + [("image", "kernels/hls/emu/image.cpp", [])]:
         obj = emu.SharedObject(f"{out}/obj/{name}.os", unit)
-        included = [s for s in gen.hls_sources if f"/hls/{name}/" in s]  # a batch unit #includes its category's
+        emu.Depends(obj, included)  # the unit #includes them (also found by the scanner once generated)
         steps.track(emu, obj, f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included, flags)
         objs += obj
-    emu.Depends(objs, gen.hls_sources + gen.emu_units)
     library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
     steps.track(emu, library, f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
 
-    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name, "library": LIBRARY},
-                                  sort_keys=True))
-    image = env.Command(f"{out}/torch.xclbin", [k.source for k in gen.kernels] + [params],
-                        Action(write_xclbin, "write $TARGET"))
+    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name, "library": LIBRARY,
+                                   "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
+    image = env.Command(f"{out}/torch.xclbin", [gen.interface, params], Action(write_xclbin, "write $TARGET"))
     env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input
-    steps.track(env, image, f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [k.source for k in gen.kernels],
-                params.read())
+    steps.track(env, image, f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [gen.interface], params.read())
     return list(image) + list(library)

@@ -1,7 +1,12 @@
-"""The codegen step: native_functions_fpga.yaml + PyTorch's table + templates -> build/gen, and
-the kernels the image is built from."""
+"""The codegen step: native_functions_fpga.yaml + PyTorch's table + templates -> build/gen.
+
+SCons asks the codegen's plan (codegen/plan.py: our table and the kernel library, no PyTorch) which
+files it writes and which kernels the image holds, as objects; the codegen itself runs as a
+subprocess only when one of its inputs changed (content signatures), so a no-op build never
+imports torch or torchgen."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -25,43 +30,41 @@ class Generated:
     nodes: list  # every file codegen writes
     fpga_type: list[str]  # FPGAType.h and its translation units (the host extension's)
     kernels: tuple[KernelSource, ...]  # what the image holds, after kernels= and dtypes=
-    hls_sources: list[str]  # every generated kernel source of the level (before dtypes=)
-    emu_units: list[str]  # the emulated image's batch translation units
+    interface: str  # the level's kernel interfaces (codegen/interface.py), read by the link and the xclbin
+    emu_units: dict[str, tuple[str, list[str]]]  # category -> (its emulated-image unit, the kernel sources it includes)
 
 
-def _kernel(path: str, level: int, dtypes) -> KernelSource:
-    """hls/<category>/v_<op>_<dtype>_opt<N>.cpp (codegen.model.Kernel.source)."""
-    category, base = path.split("/")[1:3]
-    name = base[: -len(f"_opt{level}.cpp")]
-    dtype = next(d for d in dtypes if name.endswith("_" + d))
-    return KernelSource(name, category, dtype, f"{GEN}/{path}")
+def native_functions_yaml() -> str:
+    """PyTorch's table as torchgen packages it (an input of the codegen), found without importing
+    torchgen (which would cost a no-op build its time)."""
+    spec = importlib.util.find_spec("torchgen")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("torchgen is not installed (it comes with torch); run `pip install torch==2.13.0` first")
+    return os.path.join(spec.submodule_search_locations[0], "packaged", "ATen", "native", "native_functions.yaml")
 
 
 def generate(env, cfg, steps) -> Generated:
-    from codegen.generate import plan
-    from codegen.model import DTYPES, TableError
+    from codegen.model import TableError
+    from codegen.plan import interface_file, plan
 
     try:
-        files = plan(TABLE, (cfg.opt,), cfg.kernels)
+        p = plan(TABLE, cfg.kernels)
     except TableError as e:
         raise UserError(str(e)) from None
-    kernels = tuple(k for k in (_kernel(p, cfg.opt, DTYPES) for p in files["hls"][cfg.opt])
-                    if not cfg.dtypes or k.dtype in cfg.dtypes)
-    if not kernels:
+    level = cfg.opt
+    chosen = [k for k in p.kernels if not cfg.dtypes or k.dtype.name in cfg.dtypes]
+    if not chosen:
         raise UserError(f"kernels={','.join(cfg.kernels)} dtypes={','.join(cfg.dtypes)} selects no kernel of "
-                        f"{TABLE}; its kernels are: {', '.join(_kernel(p, cfg.opt, DTYPES).name for p in plan(TABLE, (cfg.opt,))['hls'][cfg.opt])}")
-    import torchgen  # its packaged native_functions.yaml is an input
-
-    native_yaml = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native",
-                               "native_functions.yaml")
-    targets = [f"{GEN}/{f}" for f in files["fpga_type"] + files["manifest"] + files["hls"][cfg.opt]
-               + files["emu"][cfg.opt]]
-    sources = ([TABLE, native_yaml] + sorted(env.Glob("#codegen/*.py"), key=str)
+                        f"{TABLE}; its kernels are: {', '.join(k.name for k in plan(TABLE).kernels)}")
+    kernels = tuple(KernelSource(k.name, k.op.category, k.dtype.name, f"{GEN}/{k.source(level)}") for k in chosen)
+    targets = [f"{GEN}/{f}" for f in p.files((level,))]
+    sources = ([TABLE, native_functions_yaml()] + sorted(env.Glob("#codegen/*.py"), key=str)
                + sorted(env.Glob("#kernels/hls/*/*.j2"), key=str) + sorted(env.Glob("#kernels/hls/*/ops.yaml"), key=str))
     selection = f" --kernels {','.join(cfg.kernels)}" if cfg.kernels else ""
-    command = f"{sys.executable} -m codegen generate --out {GEN} --levels {cfg.opt}{selection}"
+    command = f"{sys.executable} -m codegen generate --out {GEN} --levels {level}{selection}"
     nodes = env.Command(targets, sources, command)
     env.Precious(nodes)  # codegen rewrites only changed files; SCons must not delete them first
-    steps.track(env, nodes, "codegen", f"codegen opt{cfg.opt}", "codegen", map(str, sources), command)
-    return Generated(nodes, [f"{GEN}/{f}" for f in files["fpga_type"]], kernels,
-                     [f"{GEN}/{f}" for f in files["hls"][cfg.opt]], [f"{GEN}/{f}" for f in files["emu"][cfg.opt]])
+    steps.track(env, nodes, "codegen", f"codegen opt{level}", "codegen", map(str, sources), command)
+    units = {c: (f"{GEN}/{u}", [f"{GEN}/{k.source(level)}" for k in p.kernels if k.op.category == c])
+             for c, u in zip(p.categories(), p.emu_units(level))}
+    return Generated(nodes, [f"{GEN}/{f}" for f in p.fpga_type], kernels, f"{GEN}/{interface_file(level)}", units)

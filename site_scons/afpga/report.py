@@ -7,10 +7,11 @@ import os
 
 from SCons.Script import Action
 
+from codegen.abi import LEVEL_NAMES
+
 from . import connectivity, hls_interface
 from .progress import clock
 
-LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
 
 
 def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> str:
@@ -21,13 +22,14 @@ def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> s
         "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
                     for k in gen.kernels],
         "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,
+        "interface": gen.interface,
     }, sort_keys=True)
 
 
 def build(env, cfg, gen, image: list, history: str, vitis_reports: dict | None) -> list:
     value = env.Value(params(cfg, gen, image, history, vitis_reports))
     nodes = env.Command([f"{cfg.out_dir}/report.json", f"{cfg.out_dir}/report.md"],
-                        image + [k.source for k in gen.kernels] + [value], Action(write, "write $TARGETS"))
+                        image + [gen.interface, value], Action(write, "write $TARGETS"))
     env.Depends(nodes, env.Glob("#site_scons/afpga/*.py"))
     return nodes
 
@@ -36,7 +38,7 @@ def write(target, source, env):
     from .platforms import PLATFORMS
 
     p = json.loads(source[-1].read())
-    tops = {t.name: t for t in (hls_interface.parse_file(k["source"]) for k in p["kernels"])}
+    tops = {t.name: t for t in hls_interface.load(p["interface"], [k["name"] for k in p["kernels"]])}
     plan = connectivity.plan(list(tops.values()), p["cus"], PLATFORMS[p["platform"]])
     banks = connectivity.bank_map(plan)
     try:

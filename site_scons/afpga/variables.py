@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from SCons.Errors import UserError
 from SCons.Script import EnumVariable, Variables
 
+from codegen.abi import LEVEL_NAMES, LEVELS
+
 from . import platforms
 from .platforms import Platform
 
 # emu: g++ image, no Vitis. sw_emu (older Vitis), hw_emu, hw: v++ images for the chosen platform.
 TARGETS = ("emu", "sw_emu", "hw_emu", "hw")
-LEVELS = ("1", "2", "3", "4")
 MAX_CUS = 64
 
 
@@ -70,8 +71,8 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v = Variables(None, args)
     v.Add(EnumVariable("target", "what to build: emu = g++ emulated image; sw_emu, hw_emu, hw = v++ xclbin",
                        "emu", allowed_values=TARGETS))
-    v.Add(EnumVariable("opt", "XCL_OPT level: 1 buffered, 2 dataflow, 3 multi-CU, 4 vectorized", "4",
-                       allowed_values=LEVELS))
+    v.Add(EnumVariable("opt", "XCL_OPT level: " + ", ".join(f"{n} {LEVEL_NAMES[n]}" for n in LEVELS), "4",
+                       allowed_values=tuple(map(str, LEVELS))))
     v.Add("kernels", f"only these kernel categories or ops, comma separated (default: the whole table); "
                      f"valid: {', '.join(sorted(kernel_names))}", "", _names(set(kernel_names)))
     v.Add("dtypes", f"only kernels of these dtypes, comma separated (default: all); valid: {', '.join(dtypes)}",

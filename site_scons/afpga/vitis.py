@@ -79,7 +79,7 @@ def write_config(target, source, env):
     from .platforms import PLATFORMS
 
     params = json.loads(source[-1].read())
-    tops = [hls_interface.parse_file(str(s)) for s in source[:-1]]
+    tops = hls_interface.load(str(source[0]), params["kernels"])
     plan = connectivity.plan(tops, params["cus"], PLATFORMS[params["platform"]])
     with open(str(target[0]), "w", encoding="utf-8") as f:
         f.write(connectivity.config_text(plan))
@@ -101,8 +101,9 @@ def build(env, cfg, gen, steps) -> list:
         steps.track(env, xo, f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
         xos.append(str(xo[0]))
 
-    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name}, sort_keys=True))
-    config = env.Command(p["config"], [k.source for k in gen.kernels] + [params],
+    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name,
+                                   "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
+    config = env.Command(p["config"], [gen.interface, params],
                          Action(write_config, "write $TARGET"))
     env.Depends(config, env.Glob("#site_scons/afpga/*.py"))  # the generator's own code is an input
 

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "afpga_abi.h"  // generated from codegen/abi.py: the AFPGA_KIND_* encodings
+
 extern "C" {
 // One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4),
 // and `type` / `elem_bytes` describe the elements it carries (a port's dtype). A scalar is an
@@ -18,7 +20,7 @@ extern "C" {
 struct afpga_emu_arg {
   int is_pointer;
   int bytes;
-  char type;  // 'f' float, 'i' signed, 'u' unsigned, 'c' complex, 'b' bool
+  char type;  // an AFPGA_KIND_*: float, signed, unsigned, complex, bool
   int elem_bytes;  // a pointer's element (a vector port's lane); a scalar's own size
 };
 
@@ -65,13 +67,13 @@ struct lane<P, std::void_t<decltype(P::size())>> {
 template <typename E>
 constexpr char kind() {
   if constexpr (std::is_same_v<E, bool>) {
-    return 'b';
+    return AFPGA_KIND_BOOL;
   } else if constexpr (std::is_integral_v<E>) {
-    return std::is_signed_v<E> ? 'i' : 'u';
+    return std::is_signed_v<E> ? AFPGA_KIND_SIGNED : AFPGA_KIND_UNSIGNED;
   } else if constexpr (std::is_convertible_v<E, double>) {
-    return 'f';
+    return AFPGA_KIND_FLOAT;
   } else {
-    return 'c';  // std::complex<float>
+    return AFPGA_KIND_COMPLEX;  // std::complex<float>
   }
 }
 

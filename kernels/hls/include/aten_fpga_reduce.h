@@ -12,7 +12,10 @@
 //   R finish(Acc a, uint64_t n)           the output of a row of n elements
 //
 // `add` is the only loop-carried step, so it is kept to an add or a compare-and-select: with
-// PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1.
+// PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1: element i joins
+// accumulator i % PARTIALS, so each one is updated every PARTIALS cycles, longer than a
+// double-precision adder's latency. PARTIALS is codegen/abi.py's REDUCE_PARTIALS, which the
+// templates write as the accumulator count and as their DEPENDENCE distance.
 #pragma once
 
 #include <cmath>
@@ -31,9 +34,6 @@ typedef _Float16 half;  // g++ (emulated device): IEEE binary16, the bits of tor
 namespace afpga {
 namespace reduce {
 
-// Independent accumulators per lane: element i joins accumulator i % PARTIALS, so each one is
-// updated every PARTIALS cycles -- longer than a double-precision adder's latency.
-const int PARTIALS = 16;
 
 // The accumulation type of each element type: as wide as ATen's CPU accumulation, or wider.
 template <typename T> struct Wide { typedef T type; };

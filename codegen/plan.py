@@ -1,0 +1,68 @@
+"""What the codegen writes, decided from our table and the kernel library alone -- no PyTorch, so
+SCons can ask on every run at no cost. The build declares these files as targets and builds the
+image from the plan's kernels; the codegen writes exactly them (generate.run checks it)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from . import library as kernel_library
+from .abi import LEVELS
+from .model import Kernel, kernels_of
+from .table import entry_kernels, load_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
+
+MANIFEST = "kernels.json"  # what each op runs (the build report, the lint)
+ABI_HEADER = "afpga_abi.h"  # codegen/abi.py for C++
+UNITS_MAX_ENTRIES = 48  # each FPGAType unit includes ATen headers (~30 s of g++); a few build in parallel
+
+
+def selected(kernels: tuple[Kernel, ...], wanted: tuple[str, ...]) -> bool:
+    """Whether `kernels=` (categories or ops; empty: all) selects an entry running these kernels."""
+    return not wanted or any(k.op.category in wanted or k.op.name in wanted for k in kernels)
+
+
+def unit_count(n_entries: int) -> int:
+    return max(1, -(-n_entries // UNITS_MAX_ENTRIES))
+
+
+def interface_file(level: int) -> str:
+    """The kernels' AXI interfaces at one level (codegen/interface.py), for the link and the xclbin."""
+    return f"interface_opt{level}.json"
+
+
+def emu_unit(category: str, level: int) -> str:
+    """The emulated image's translation unit of one category: it includes the category's kernels."""
+    return f"emu/opt{level}/{category}.cpp"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Paths relative to the codegen's output folder."""
+
+    fpga_type: tuple[str, ...]  # FPGAType.h and its translation units (every entry, for the host)
+    kernels: tuple[Kernel, ...]  # the kernels of the entries `kernels=` selects, in table order
+
+    def hls(self, level: int) -> tuple[str, ...]:
+        return tuple(k.source(level) for k in self.kernels)
+
+    def categories(self) -> tuple[str, ...]:
+        return tuple(sorted({k.op.category for k in self.kernels}))
+
+    def emu_units(self, level: int) -> tuple[str, ...]:
+        return tuple(emu_unit(c, level) for c in self.categories())
+
+    def files(self, levels=LEVELS) -> tuple[str, ...]:
+        """Every file `run` writes for these levels."""
+        per_level = [f for level in levels for f in (*self.hls(level), *self.emu_units(level), interface_file(level))]
+        return (ABI_HEADER, *self.fpga_type, MANIFEST, *per_level)
+
+
+def plan(table_path: str, wanted: tuple[str, ...] = ()) -> Plan:
+    library = kernel_library.load_library(HLS_ROOT)
+    table = load_table(table_path)
+    ks = kernels_of(k for k in (entry_kernels(e, library) for e in table.entries) if selected(k, wanted))
+    n = unit_count(len(table.entries))
+    return Plan(("FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(n))), ks)

@@ -62,31 +62,39 @@ def device_only(t: torch.Tensor) -> torch.Tensor:
     return spread.to("fpga")[:, 0].clone().view(t.shape)
 
 
-def on_device(x, device: str):
-    """A copy of `x` (any value of a sample) for `device`. A tensor keeps its exact view (sizes,
-    strides, storage offset, overlap) over a copy of its whole storage; on "fpga" that copy is
-    valid only in device memory (`device_only`). Devices named in the sample ("cpu") are renamed."""
+def _storage_view(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    return flat.as_strided(x.size(), x.stride(), x.storage_offset())
+
+
+def for_side(x, side: str):
+    """A fresh copy of `x`, a value of a sample made for device "fpga", for one side of a check.
+    fpga tensors keep their exact view (sizes, strides, storage offset, overlap) over a copy of
+    their whole storage: on the CPU side a CPU copy; on the "fpga" side a copy valid only in device
+    memory (`device_only`). Tensors the sample keeps on the CPU stay there; on the CPU side, devices
+    named in the sample become "cpu"."""
     if isinstance(x, torch.Tensor):
         if x.layout != torch.strided or x.is_conj() or x.is_neg():
-            return x.to(device)
-        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (x.untyped_storage().nbytes() // x.element_size(),))
-        copy = device_only(flat) if device == "fpga" else flat.clone()
-        return copy.as_strided(x.size(), x.stride(), x.storage_offset())
-    if isinstance(x, torch.device) and x.type == "cpu":
-        return torch.device(device)
-    if isinstance(x, str) and x == "cpu":
-        return device
+            return x.to(side) if x.device.type == "fpga" else x.clone()
+        storage = x.untyped_storage()
+        flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(storage, 0, (storage.nbytes() // x.element_size(),))
+        if x.device.type != "fpga":
+            return _storage_view(x, flat.clone())
+        return _storage_view(x, device_only(flat.cpu()) if side == "fpga" else flat.cpu())
+    if side == "cpu" and isinstance(x, torch.device) and x.type == "fpga":
+        return torch.device("cpu")
+    if side == "cpu" and isinstance(x, str) and x.split(":")[0] == "fpga":
+        return "cpu"
     return x
 
 
-def _call(fn, sample, device: str, out_like=None):
-    """Run `fn` on a fresh copy of `sample` for `device`, random ops seeded alike on both sides (ops
+def _call(fn, sample, side: str, out_like=None):
+    """Run `fn` on a fresh copy of `sample` for `side`, random ops seeded alike on both sides (ops
     on "fpga" draw from the CPU generator). `out_like`: the CPU's functional result, whose shapes
     and dtypes give out= tensors."""
-    args = tree_map(lambda x: on_device(x, device), (sample.input, *sample.args))
-    kwargs = tree_map(lambda x: on_device(x, device), sample.kwargs)
+    args = tree_map(lambda x: for_side(x, side), (sample.input, *sample.args))
+    kwargs = tree_map(lambda x: for_side(x, side), sample.kwargs)
     if out_like is not None:
-        kwargs["out"] = tree_map(lambda t: torch.empty_like(t, device=device) if isinstance(t, torch.Tensor) else t,
+        kwargs["out"] = tree_map(lambda t: torch.empty_like(t, device=side) if isinstance(t, torch.Tensor) else t,
                                  out_like)
     torch.manual_seed(0)
     return fn(*args, **kwargs)
@@ -229,7 +237,7 @@ def run_opinfo(opinfo, dtypes, kind: str, quick: bool) -> Result:
             result.skipped += 1
             continue
         torch.manual_seed(0)
-        samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=False))
+        samples = list(opinfo.sample_inputs("fpga", dtype, requires_grad=False))
         for i, s in enumerate(samples[:3] if quick else samples):
             for variant, fn in _variants(opinfo, kind == "table"):
                 what = f"{dtype} sample {i}" + ("" if variant == "functional" else f" {variant}")
@@ -280,51 +288,53 @@ def _full_name(opinfo) -> str:
     return opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
 
 
-def sweep_op(opinfo, samples: int) -> list[dict]:
-    """The sweep's checks of one OpInfo: one record per dtype, sample and variant (reason None = pass)."""
-    records = []
+def sweep_op(opinfo, samples: int, skip: int = 0):
+    """The sweep's checks of one OpInfo, as events: before check number n, {"check_started": n}
+    with the check's key; after it, its record (the key and "reason": None when it passed).
+    Checks before number `skip` are not run."""
     supported = opinfo.supported_dtypes("cpu")
+    n = 0
     for dtype in SWEEP_DTYPES:
         if dtype not in supported:
             continue
         torch.manual_seed(0)
         chosen = []
         try:
-            for s in opinfo.sample_inputs("cpu", dtype, requires_grad=False):
+            for s in opinfo.sample_inputs("fpga", dtype, requires_grad=False):
                 chosen.append(s)
                 if len(chosen) == samples:
                     break
-        except Exception as ex:  # noqa: BLE001 -- PyTorch's own sample generator fails on the CPU
-            records.append(dict(op=_full_name(opinfo), dtype=str(dtype)[6:], sample=len(chosen), variant="samples",
-                                reason=None, skipped=f"sample_inputs raised {type(ex).__name__}: {_first_line(ex)}"))
+        except Exception as ex:  # noqa: BLE001 -- PyTorch's own sample generator failed
+            yield dict(op=_full_name(opinfo), dtype=str(dtype)[6:], sample=len(chosen), variant="samples", reason=None,
+                       skipped=f"sample_inputs raised {type(ex).__name__}: {_first_line(ex)}")
         for i, s in enumerate(chosen):
             for variant, fn in _variants(opinfo, True):
-                reason = check(fn, s, variant, metadata_only=opinfo.has_nondeterministic_output)
-                records.append(dict(op=_full_name(opinfo), dtype=str(dtype)[6:], sample=i, variant=variant, reason=reason))
-    return records
+                n += 1
+                if n <= skip:
+                    continue
+                key = dict(op=_full_name(opinfo), dtype=str(dtype)[6:], sample=i, variant=variant)
+                yield dict(check_started=n, **key)
+                yield dict(key, reason=check(fn, s, variant, metadata_only=opinfo.has_nondeterministic_output))
 
 
 def _selected(op_db, only: tuple[str, ...]):
-    return [(i, o) for i, o in enumerate(op_db) if not only or o.name in only or _full_name(o) in only]
+    return [o for o in op_db if not only or o.name in only or _full_name(o) in only]
 
 
 def sweep(ops: tuple[str, ...] = (), samples: int = 3, isolate: bool = True, progress=None) -> list[dict]:
-    """Every OpInfo of op_db (or those named in `ops`). `isolate`: in forked processes of a fresh
-    interpreter, so that a crash or a hang is recorded as a failure of the op that caused it;
-    otherwise in this process."""
+    """Every OpInfo of op_db (or those named in `ops`): the records of their checks. `isolate`: in
+    forked processes of a fresh interpreter, so that a crash or a hang is recorded as the failure of
+    the check that caused it; otherwise in this process."""
     if isolate:
         return _sweep_isolated(ops, samples, progress)
     from torch.testing._internal.common_methods_invocations import op_db
 
-    records = []
-    for _, opinfo in _selected(op_db, ops):
-        records += sweep_op(opinfo, samples)
-    return records
+    return [e for opinfo in _selected(op_db, ops) for e in sweep_op(opinfo, samples) if "check_started" not in e]
 
 
 def _sweep_isolated(ops, samples, progress) -> list[dict]:
     """Runs this file as a script (not as part of the package, so aten_fpga is not loaded and
-    nothing has started threads), which imports op_db once and forks a worker per stretch of ops."""
+    nothing has started threads), which imports op_db once and forks workers (`_zygote`)."""
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, os.path.abspath(__file__), "--zygote", "--samples", str(samples), "--ops", ",".join(ops)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, cwd=ROOT)
@@ -333,8 +343,8 @@ def _sweep_isolated(ops, samples, progress) -> list[dict]:
         msg = json.loads(line)
         if "op_started" in msg:
             if progress:
-                progress(msg["op_started"])
-        else:
+                progress(msg["name"])
+        elif "check_started" not in msg:
             records.append(msg)
     if proc.wait() != 0:
         raise RuntimeError(f"the sweep's driver failed (exit {proc.returncode}): {' '.join(cmd)}")
@@ -342,70 +352,79 @@ def _sweep_isolated(ops, samples, progress) -> list[dict]:
 
 
 def _zygote(ops: tuple[str, ...], samples: int) -> None:
-    """The isolated sweep's driver: forks a worker that runs the ops from `start` on, each record a
-    JSON line; a worker that dies or hangs is the failure of the op it had started, and the next
-    worker starts after it. Workers import aten_fpga themselves, after the fork."""
+    """The isolated sweep's driver. It forks a worker that runs the ops from a position on (an op
+    and a check in it), passing on each event as a JSON line. A worker that dies, or gives no event
+    for OP_TIMEOUT seconds, fails the check it had started (or its op, outside a check), and the
+    next worker starts after it. Workers import aten_fpga themselves, after the fork."""
     torch.utils.rename_privateuse1_backend("fpga")  # before common_device_type reads the name
     from torch.testing._internal.common_methods_invocations import op_db
 
     todo = _selected(op_db, ops)
-    start = 0
-    while start < len(todo):
+    op_index, skip = 0, 0
+    while op_index < len(todo):
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _worker(todo[start:], samples, write_fd)
+            _worker(todo, op_index, skip, samples, write_fd)
         os.close(write_fd)
-        current, failure = None, None
+        started, failure = None, None  # the check under way, if any
         with os.fdopen(read_fd, "r") as pipe:
-            deadline = time.monotonic() + OP_TIMEOUT
             while True:
-                ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+                ready, _, _ = select.select([pipe], [], [], OP_TIMEOUT)
                 if not ready:
                     os.kill(pid, signal.SIGKILL)
-                    failure = f"timed out (no result within {OP_TIMEOUT:.0f} s)"
+                    failure = f"timed out (nothing within {OP_TIMEOUT:.0f} s)"
                     break
                 line = pipe.readline()
                 if not line:
                     break
                 msg = json.loads(line)
                 if "op_started" in msg:
-                    current = msg["op_started"]
-                    deadline = time.monotonic() + OP_TIMEOUT
+                    op_index, started = msg["op_started"], None
+                elif "check_started" in msg:
+                    started = msg
+                else:
+                    started = None
                 sys.stdout.write(line)
                 sys.stdout.flush()
         _, status = os.waitpid(pid, 0)
         if failure is None and status != 0:
             failure = (f"crashed ({signal.Signals(os.WTERMSIG(status)).name})" if os.WIFSIGNALED(status)
-                       else f"the worker exited with {os.WEXITSTATUS(status)}")
+                       else f"the worker exited with status {os.WEXITSTATUS(status)}")
         if failure is None:
-            break
-        names = [_full_name(o) for _, o in todo]
-        index = names.index(current, start) if current is not None else start
-        sys.stdout.write(json.dumps(dict(op=names[index], dtype="", sample=0, variant="", reason=failure)) + "\n")
-        start = index + 1
+            return
+        if started is not None:
+            key = {k: started[k] for k in ("op", "dtype", "sample", "variant")}
+            skip = started["check_started"]
+        else:
+            key = dict(op=_full_name(todo[op_index]), dtype="", sample="", variant="")
+            op_index, skip = op_index + 1, 0
+        sys.stdout.write(json.dumps(dict(key, reason=failure)) + "\n")
+        sys.stdout.flush()
 
 
-def _worker(todo, samples: int, fd: int) -> None:
-    """In the forked worker: quiet stdout/stderr (ops print and warn), then run and report."""
+def _worker(todo, op_index: int, skip: int, samples: int, fd: int) -> None:
+    """In a forked worker: quiet stdout and stderr (ops print and warn), then run the ops from
+    todo[op_index] on, skipping that op's first `skip` checks, writing events to `fd`."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     status = 0
     try:
-        import aten_fpga  # noqa: F401 -- registers the device in this process
         import warnings
+
+        import aten_fpga  # noqa: F401 -- registers the device in this process
 
         warnings.simplefilter("ignore")
         with os.fdopen(fd, "w") as out:
-            for _, opinfo in todo:
-                out.write(json.dumps({"op_started": _full_name(opinfo)}) + "\n")
+            for i in range(op_index, len(todo)):
+                out.write(json.dumps({"op_started": i, "name": _full_name(todo[i])}) + "\n")
                 out.flush()
-                for record in sweep_op(opinfo, samples):
-                    out.write(json.dumps(record) + "\n")
-                out.flush()
-    except BaseException:  # noqa: BLE001 -- the driver reports the op that was running
+                for event in sweep_op(todo[i], samples, skip if i == op_index else 0):
+                    out.write(json.dumps(event) + "\n")
+                    out.flush()
+    except BaseException:  # noqa: BLE001 -- the driver reports the check that was under way
         status = 3
     os._exit(status)
 

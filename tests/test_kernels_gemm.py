@@ -48,12 +48,13 @@ def dev(x):
 
 def close(actual, expected, k, scale=None):
     """|actual - expected| <= (k + 2) * eps32 * scale + half an ulp of the result dtype, elementwise;
-    `expected` computed in float64, `scale` = the sum of |terms| (default |expected|)."""
+    `expected` in float64 (or rounded to actual's dtype), `scale` = the sum of |terms| (default |expected|)."""
     assert actual.device.type == "fpga"
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype, (actual.shape, expected.shape)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert actual.dtype == expected.dtype or expected.dtype == torch.float64, (actual.dtype, expected.dtype)
     got, want = actual.cpu().double(), expected.double()
     scale = want.abs() if scale is None else scale
-    bound = (k + 2) * EPS32 * scale + torch.finfo(expected.dtype).eps / 2 * want.abs() + 1e-30
+    bound = (k + 2) * EPS32 * scale + torch.finfo(actual.dtype).eps / 2 * want.abs() + 1e-30
     assert torch.isfinite(got).all() and ((got - want).abs() <= bound).all(), (got - want).abs().max()
 
 
@@ -67,7 +68,8 @@ def mm_check(a, b, fn=torch.mm, op="mm"):
     """fn(a, b) on the fpga (inputs made on the device) against float64 on the CPU."""
     aten_fpga.reset_stats()
     out = fn(dev(a), dev(b))
-    want = fn(a.double(), b.double()).to(a.dtype)
+    want = fn(a.double(), b.double())
+    assert out.dtype == a.dtype
     close(out, want, a.shape[-1], fn(a.double().abs(), b.double().abs()))
     ran(op)
 
@@ -97,21 +99,26 @@ def test_integer_valued_inputs_are_bit_exact(level, dtype):
 
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
 def test_transposed_operands(level, ta, tb):
-    a = randn((90, 70), key=("a",)) if ta else randn((70, 90), key=("a",))
-    b = randn((50, 90), key=("b",)) if tb else randn((90, 50), key=("b",))
-    aten_fpga.reset_stats()
+    # pitches of whole 512-bit words, so that XCL_OPT 4 reads them in place too
+    a = randn((96, 64), key=("a",)) if ta else randn((64, 96), key=("a",))
+    b = randn((32, 96), key=("b",)) if tb else randn((96, 32), key=("b",))
     da, db = dev(a), dev(b)
+    aten_fpga.reset_stats()
     out = (da.t() if ta else da) @ (db.t() if tb else db)
     a2, b2 = (a.t() if ta else a).double(), (b.t() if tb else b).double()
-    close(out, (a2 @ b2).float(), 90, a2.abs() @ b2.abs())
+    close(out, (a2 @ b2).float(), 96, a2.abs() @ b2.abs())
     ran("mm")
     # a transposed operand is read in place: the only launch is the product itself
     assert sum(v["fpga"] for v in aten_fpga.stats().values()) == 1, aten_fpga.stats()
+    # and odd pitches (packed on the device at XCL_OPT 4)
+    a, b = randn((33, 70), key=("a2",)), randn((50, 33), key=("b2",))
+    out = dev(a).t() @ dev(b).t()
+    close(out, (a.t().double() @ b.t().double()).float(), 33, a.t().double().abs() @ b.t().double().abs())
 
 
 def test_strided_operands(level):
     """Neither inner stride is 1 (a column slice of a column slice): packed on the device first."""
-    a, b = randn((40, 120), key=("a",)), randn((60, 70), key=("b",))
+    a, b = randn((40, 120), key=("a",)), randn((120, 70), key=("b",))
     aten_fpga.reset_stats()
     out = dev(a)[:, ::2] @ dev(b)[::2, 1::3].t().t()
     a2, b2 = a[:, ::2].double(), b[::2, 1::3].double()
@@ -174,7 +181,7 @@ def test_in_place_and_out(level):
     x.addmm_(dev(a), dev(b), beta=0.5, alpha=2)
     want = torch.addmm(c.double(), a.double(), b.double(), beta=0.5, alpha=2)
     close(x, want.float(), 32, 2 * (a.double().abs() @ b.double().abs()) + 0.5 * c.double().abs())
-    out = dev(torch.empty(3, 3))  # resized by the op
+    out = dev(torch.empty(0))  # resized by the op
     torch.addmm(dev(c), dev(a), dev(b), out=out)
     close(out, torch.addmm(c.double(), a.double(), b.double()).float(), 32,
           a.double().abs() @ b.double().abs() + c.double().abs())
@@ -232,7 +239,7 @@ def test_float16(level):
     mm_check(a, b)
     aten_fpga.reset_stats()
     out = F.linear(dev(a), dev(b.t()), dev(bias))
-    want = F.linear(a.double(), b.t().double(), bias.double()).half()
+    want = F.linear(a.double(), b.t().double(), bias.double())  # exact: the kernel rounds once to half
     close(out, want, 90, a.double().abs() @ b.double().abs() + bias.double().abs())
     ran("addmm")
 

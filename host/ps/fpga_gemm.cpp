@@ -102,8 +102,9 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   } else {
     sync_to_device(ca);
   }
-  Allocation* aa = allocation_of(A.t);
-  Allocation* ba = allocation_of(B.t);
+  // k = 0: a and b have no bytes (no buffer); the kernel reads neither, and writes beta * c.
+  Allocation* aa = k == 0 ? ca : allocation_of(A.t);
+  Allocation* ba = k == 0 ? ca : allocation_of(B.t);
   sync_to_device(aa);
   sync_to_device(ba);
 
@@ -112,8 +113,8 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   for (const CuRange& r : launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch)) {
     const int64_t a_off = A.transposed ? r.begin : r.begin * A.ld;
     launch.add_run()
-        .buffer(aa, byte_offset(A.t) + a_off * esize)
-        .buffer(ba, byte_offset(B.t))
+        .buffer(aa, k == 0 ? 0 : byte_offset(A.t) + a_off * esize)
+        .buffer(ba, k == 0 ? 0 : byte_offset(B.t))
         .buffer(ca, byte_offset(c) + r.begin * c_ld * esize)
         .scalar(alpha)
         .scalar(beta_zero ? c10::Scalar(0.0) : beta)

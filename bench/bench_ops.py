@@ -1,11 +1,13 @@
 """Pointwise and reduction ops on "fpga" (emulated) against torch on the CPU, per size and XCL_OPT
 level, in the same run.
 
-    python bench/bench_ops.py [--quick] [--levels 1,2,3,4] [--json PATH]
+    python bench/bench_ops.py [--quick] [--levels 1,2,3,4] [--json PATH] [--mm-sizes 64,...,2048]
 
 Inputs are resident on the device (as in a chain of FPGA ops); each figure is the median wall time
 of one op call, output allocation included on both sides. The ratio is fpga time / CPU time (lower
 is better; the target at opt=4 with one CU per core is <= 1.25 for binary and unary ops at 2^24).
+Matrix products (the gemm category) are measured as square float32 `mm` of n x n x n (run_mm), n
+from 64 to 2048, with GFLOP/s; the target at opt=4 is <= 4 at n = 1024.
 """
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ def run(quick: bool, levels: list[int], only: tuple[str, ...] = (), exponents: t
         fpga_in = [t.to("fpga") for t in cpu_in]
         repeat = 5 if n >= 2 ** 20 else 20
         for op, category in sorted(ops.items()):
+            if category == "gemm":
+                continue  # run_mm: matrix shapes, not element counts
             if category == "reduce" and op in ("argmax", "argmin", "all", "any"):
                 pass
             try:
@@ -69,6 +73,25 @@ def run(quick: bool, levels: list[int], only: tuple[str, ...] = (), exponents: t
                              "cpu_s": cpu_t, "fpga_s": fpga_t, "ratio": fpga_t / cpu_t})
     aten_fpga.load(4)
     return {"benchmark": "ops", "machine": machine(), "quick": quick, "rows": rows}
+
+
+def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
+    """Square float32 mm, n x n times n x n, inputs resident on the device; GFLOP/s = 2 n^3 / time."""
+    rows = []
+    for n in sizes:
+        g = torch.Generator().manual_seed(n)
+        a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+        repeat = 3 if n >= 1024 else 10
+        cpu_t = median_seconds(lambda: a @ b, repeat, min_time=0.2)
+        for level in levels:
+            aten_fpga.load(level)
+            fa, fb = a.to("fpga") * 1, b.to("fpga") * 1  # made by a kernel: valid on the device only
+            fpga_t = median_seconds(lambda: fa @ fb, repeat, min_time=0.2 if n < 2048 else 0.0)
+            rows.append({"op": "mm", "category": "gemm", "n": n, "level": level, "cpu_s": cpu_t, "fpga_s": fpga_t,
+                         "ratio": fpga_t / cpu_t, "fpga_gflops": 2 * n ** 3 / fpga_t / 1e9,
+                         "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9})
+    aten_fpga.load(4)
+    return rows
 
 
 def plot(doc: dict) -> str | None:
@@ -88,11 +111,12 @@ def plot(doc: dict) -> str | None:
             ys = [sorted(pts[x])[len(pts[x]) // 2] for x in xs]  # median over the category's ops
             ax.plot(xs, ys, marker="o", label=f"opt={level}")
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.axhline(1.25, color="red", lw=0.8, ls="--", label="target 1.25")
+        target = 4.0 if cat == "gemm" else 1.25
+        ax.axhline(target, color="red", lw=0.8, ls="--", label=f"target {target:g}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"{cat} ops (median over ops)")
-        ax.set_xlabel("elements (float32)")
+        ax.set_xlabel("n (n x n x n mm, float32)" if cat == "gemm" else "elements (float32)")
         ax.set_ylabel("fpga (emulated) time / CPU time")
         ax.legend(fontsize=8)
     return save_plot(fig, "ops.png")
@@ -104,12 +128,20 @@ def main(argv=None) -> int:
     p.add_argument("--levels", default="1,2,3,4")
     p.add_argument("--ops", default="", help="only these ops (ATen base names, comma separated)")
     p.add_argument("--sizes", default="", help="element counts as powers of two, e.g. 10,24")
+    p.add_argument("--mm-sizes", default="", help="n of the n x n x n mm (default 64,...,2048; --quick: to 512)")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "ops.json"))
     args = p.parse_args(argv)
-    doc = run(args.quick, [int(x) for x in args.levels.split(",")], tuple(x for x in args.ops.split(",") if x),
-              tuple(int(x) for x in args.sizes.split(",") if x))
-    print_table(["op", "n", "opt", "cpu ms", "fpga ms", "fpga/cpu"],
-                [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"]] for r in doc["rows"]])
+    levels = [int(x) for x in args.levels.split(",")]
+    only = tuple(x for x in args.ops.split(",") if x)
+    doc = run(args.quick, levels, tuple(o for o in only if o != "mm"), tuple(int(x) for x in args.sizes.split(",") if x)) \
+        if only != ("mm",) else {"benchmark": "ops", "machine": machine(), "quick": args.quick, "rows": []}
+    if not only or "mm" in only:
+        mm_sizes = [int(x) for x in args.mm_sizes.split(",") if x] or \
+            [2 ** e for e in range(6, 10 if args.quick else 12)]
+        doc["rows"] += run_mm(levels, mm_sizes)
+    print_table(["op", "n", "opt", "cpu ms", "fpga ms", "fpga/cpu", "fpga GFLOP/s"],
+                [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"], r.get("fpga_gflops", "")]
+                 for r in doc["rows"]])
     write_json(args.json, doc)
     plot(doc)
     return 0

@@ -107,7 +107,8 @@ def _loop_problems(text: str) -> list[str]:
     for i, j, pragmas, header in loops:
         unrolled = "UNROLL" in pragmas
         inner = [l for l in loops if i < l[0] < j and "UNROLL" not in l[2]]
-        calls_stage = any(re.search(rf"(?<![.\w]){f}\s*\(", text[i:j]) for f in stages)  # not s.read()
+        calls_stage = any(re.search(rf"(?<![.\w]){f}\s*(<[^;(){{}}]*>)?\s*\(", text[i:j])  # not s.read();
+                          for f in stages)  # a template stage: f<R, C>(...)
         if unrolled or inner or calls_stage:
             continue
         if not re.search(r"PIPELINE\s+II=1\b", pragmas):

@@ -35,7 +35,8 @@ def build(env, cfg, gen, steps) -> list:
         # symbol the loader would share one registry among all images loaded side by side.
         CXXFLAGS=["-std=c++17", "-O3", "-march=native", "-ffp-contract=off", "-fno-gnu-unique", "-fPIC",
                   "-Wno-unknown-pragmas", "-Wno-unused-label"],
-        CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus)],
+        CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
+                    ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
     )
     out = cfg.out_dir
     flags = emu.subst("$CXXFLAGS $_CPPDEFFLAGS")

@@ -73,3 +73,16 @@ def describe() -> str:
     """The table as `scons -h` and errors print it."""
     return "\n".join(f"    {p.alias:<7} {p.name:<40} {p.card}, {p.memory}{', embedded' if p.embedded else ''}"
                      for p in PLATFORMS.values())
+
+
+# The GEMM kernel's PE array at XCL_OPT 4 (gemm_pe=, PM x PN float32 multiply-adds per cycle), per
+# card: the largest array whose float32 MACs (about 5 DSPs each) stay within ~70% of the card's
+# DSPs, leaving room for the rest of the image. DSPS are the data sheets' DSP48E2 counts.
+DSPS = {"u200": 6840, "u250": 12288, "u50": 5952, "u55c": 9024, "u280": 9024, "zcu102": 2520}
+GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32), "u280": (32, 32),
+           "zcu102": (16, 16)}
+
+
+def gemm_pe_default(p: Platform) -> str:
+    pm, pn = GEMM_PE[p.alias]
+    return f"{pm}x{pn}"

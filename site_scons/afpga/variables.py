@@ -33,6 +33,7 @@ class Config:
     freq: int | None  # MHz for v++ --kernel_frequency; None: the platform's default clock
     common_image: str  # embedded platforms: the folder with rootfs.ext4 and Image
     cache: str  # CacheDir for .xo files; "" disables it
+    gemm_pe: tuple[int, int]  # the GEMM kernel's PE array at XCL_OPT 4: PM x PN
 
     @property
     def hardware(self) -> bool:
@@ -66,6 +67,14 @@ def _whole(low, high, allow_empty=True):
     return check
 
 
+def _gemm_pe(key, value, env):
+    if value == "":
+        return
+    pm, _, pn = value.partition("x")
+    if not all(v.isdigit() and 4 <= int(v) <= 64 and int(v) % 4 == 0 for v in (pm, pn)):
+        raise UserError(f"{key}={value!r} is not valid: give PMxPN, each a multiple of 4 from 4 to 64, e.g. 16x16")
+
+
 def declare(args, kernel_names, dtypes) -> Variables:
     """`kernel_names`: the library's categories and ops; `dtypes`: the dtypes codegen knows."""
     v = Variables(None, args)
@@ -88,6 +97,10 @@ def declare(args, kernel_names, dtypes) -> Variables:
                           "for the package step (default: $EDGE_COMMON_SW)", os.environ.get("EDGE_COMMON_SW", ""))
     v.Add("cache", "CacheDir for finished .xo files, reused across builds and checkouts ('' disables)",
           "build/cache")
+    v.Add("gemm_pe", "the GEMM kernel's PE array at XCL_OPT 4, PMxPN float multiply-adds per cycle (multiples of 4, "
+                     "4-64; default per platform, the largest within ~70% of its DSPs: "
+                     + ", ".join(f"{a} {platforms.gemm_pe_default(platforms.PLATFORMS[n])}"
+                                 for a, n in platforms.ALIASES.items()) + ")", "", _gemm_pe)
     return v
 
 
@@ -101,4 +114,5 @@ def config(env) -> Config:
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt),
-                  int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"])
+                  int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
+                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform)).split("x")))

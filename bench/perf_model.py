@@ -3,6 +3,7 @@ known platform, the throughput the design can reach and the projected speed-up o
 machine's CPU.
 
     python bench/perf_model.py [--json PATH] [--n N]
+    python bench/perf_model.py --cnn      (the LeNet / ResNet-block layers: docs/img/cnn_layers.png)
 
 Assumptions (docs/perf_model.md explains them):
 - kernel clock 300 MHz (Vitis' default for these platforms); float32 elements;
@@ -93,11 +94,124 @@ def model(n: int) -> list[dict]:
     return rows
 
 
+# --- CNN layers: im2col + GEMM against a direct convolution, and pooling -------------------------
+# A convolution as im2col + GEMM: im2col walks one col element per cycle (kernels/hls/im2col) and
+# writes the col matrix ([C*K, N*OH*OW]) to device memory; the GEMM reads it back. A direct
+# convolution reads the input once but needs its own MAC array. Both share the MAC rate of one
+# systolic array of GEMM_MACS fp32 multiply-adds per cycle; the GEMM streams its operands from
+# one bank each. Pooling walks one window element per cycle per CU. Backward: two GEMMs (grad_input
+# through col2im, grad_weight through a fresh im2col) for the convolution, one window walk for pooling.
+GEMM_MACS = 256  # a 16x16 fp32 systolic array at CLOCK_HZ
+
+
+def cnn_layers() -> list[dict]:
+    """The convolution and pooling layers of the LeNet-5 step (batch 32) and a ResNet BasicBlock
+    (batch 8, 56x56): (model, layer, kind, N, C, H, W, Cout, k, stride, padding)."""
+    def layer(model, name, kind, n, c, h, w, cout, k, s=1, p=0):
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        return {"model": model, "layer": name, "kind": kind, "n": n, "c": c, "h": h, "w": w, "cout": cout,
+                "k": k, "stride": s, "padding": p, "oh": oh, "ow": ow}
+    return [layer("LeNet-5", "conv1 5x5 1->6", "conv", 32, 1, 28, 28, 6, 5),
+            layer("LeNet-5", "pool1 2x2", "pool", 32, 6, 24, 24, 6, 2, 2),
+            layer("LeNet-5", "conv2 5x5 6->16", "conv", 32, 6, 12, 12, 16, 5),
+            layer("LeNet-5", "pool2 2x2", "pool", 32, 16, 8, 8, 16, 2, 2),
+            layer("ResNet block", "conv 3x3 64->64", "conv", 8, 64, 56, 56, 64, 3, 1, 1)]
+
+
+def cnn_layer_seconds(l: dict, platform, method: str) -> float:
+    """Projected forward + backward seconds of one layer on `platform`: method "im2col+gemm" (the
+    walk as built: one col element per cycle), "im2col16+gemm" (the walk 16 lanes wide, as the
+    512-bit ports allow), "direct" (convolutions) or "pool"."""
+    bank = platform.bank_gbps * 1e9
+    pix = l["n"] * l["oh"] * l["ow"]
+    if l["kind"] == "pool":
+        walk = pix * l["c"] * l["k"] ** 2 / CLOCK_HZ  # one window element per cycle, forward
+        return 2 * walk + 4 * LAUNCH_S  # backward walks the windows again
+    macs = pix * l["cout"] * l["c"] * l["k"] ** 2
+    gemm = macs / (GEMM_MACS * CLOCK_HZ)
+    image = l["n"] * l["c"] * l["h"] * l["w"] * ELEMENT_BYTES
+    out = pix * l["cout"] * ELEMENT_BYTES
+    if method == "direct":  # reads the image, writes the output: one pass per GEMM-equivalent
+        return 3 * max(gemm, (image + out) / bank) + 3 * LAUNCH_S
+    col = pix * l["c"] * l["k"] ** 2
+    lanes = 16 if method == "im2col16+gemm" else 1
+    walk = max(col / (lanes * CLOCK_HZ), col * ELEMENT_BYTES / bank)  # im2col writes col
+    gemm_io = max(gemm, (col * ELEMENT_BYTES + out) / bank)  # the GEMM streams col back
+    # forward: im2col + GEMM; backward: im2col + GEMM (grad_weight), GEMM + col2im (grad_input).
+    return 3 * walk + 3 * gemm_io + 6 * LAUNCH_S
+
+
+def cnn_cpu_seconds(l: dict) -> float:
+    """torch's CPU time of the layer's forward + backward on this machine."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(l["n"], l["c"], l["h"], l["w"], requires_grad=True)
+    if l["kind"] == "pool":
+        fn = lambda: F.max_pool2d(x, l["k"], l["stride"]).sum().backward()  # noqa: E731
+    else:
+        w = torch.randn(l["cout"], l["c"], l["k"], l["k"], requires_grad=True)
+        fn = lambda: F.conv2d(x, w, None, l["stride"], l["padding"]).sum().backward()  # noqa: E731
+    return median_seconds(fn, 3)
+
+
+def cnn_model(platforms=("u250", "u55c")) -> list[dict]:
+    by_alias = {p.alias: p for p in PLATFORMS.values()}
+    rows = []
+    for l in cnn_layers():
+        cpu = cnn_cpu_seconds(l)
+        for alias in platforms:
+            for method in (("pool",) if l["kind"] == "pool" else ("im2col+gemm", "im2col16+gemm", "direct")):
+                t = cnn_layer_seconds(l, by_alias[alias], method)
+                rows.append({"model": l["model"], "layer": l["layer"], "platform": alias, "method": method,
+                             "device_ms": t * 1e3, "cpu_ms": cpu * 1e3, "speedup": cpu / t})
+    return rows
+
+
+def cnn_main(json_path: str) -> None:
+    rows = cnn_model()
+    print(f"CNN layers, forward + backward, projected (GEMM: {GEMM_MACS} MACs/cycle at {CLOCK_HZ / 1e6:.0f} MHz)")
+    print_table(["model", "layer", "platform", "method", "device ms", "cpu ms", "x cpu"],
+                [[r["model"], r["layer"], r["platform"], r["method"], r["device_ms"], r["cpu_ms"], r["speedup"]]
+                 for r in rows])
+    write_json(json_path, {"benchmark": "perf_model_cnn", "machine": machine(), "clock_hz": CLOCK_HZ,
+                           "gemm_macs_per_cycle": GEMM_MACS, "launch_s": LAUNCH_S, "rows": rows})
+    plt = pyplot()
+    if plt is None:
+        return
+    layers = list(dict.fromkeys((r["model"], r["layer"]) for r in rows))
+    series = list(dict.fromkeys((r["platform"], r["method"]) for r in rows if r["method"] != "pool"))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / (len(series) + 1)
+    for i, (alias, method) in enumerate(series + [("cpu", "torch")]):
+        ys = []
+        for model, layer in layers:
+            pts = [r for r in rows if r["model"] == model and r["layer"] == layer]
+            if alias == "cpu":
+                ys.append(pts[0]["cpu_ms"])
+            else:
+                pick = [r for r in pts if r["platform"] == alias and r["method"] in (method, "pool")]
+                ys.append(pick[0]["device_ms"])
+        ax.bar([j + i * width for j in range(len(layers))], ys, width,
+               label=f"{alias} {method}" if alias != "cpu" else "this CPU (torch)")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(layers))])
+    ax.set_xticklabels([f"{m}\n{l}" for m, l in layers], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms, forward + backward")
+    ax.set_title("CNN layers: projected device time (pool layers: the window walk) vs torch on this CPU")
+    ax.legend(fontsize=7)
+    save_plot(fig, "cnn_layers.png")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=1 << 24, help="elements per op (float32)")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "perf_model.json"))
+    p.add_argument("--cnn", action="store_true", help="the CNN layers' model instead (cnn_main)")
     args = p.parse_args(argv)
+    if args.cnn:
+        cnn_main(os.path.join(ROOT, "build", "bench", "perf_model_cnn.json"))
+        return 0
     rows = model(args.n)
     print(f"projected for {args.n} float32 elements per op, against this CPU's measured time")
     print_table(["category", "opt", "platform", "Gelem/s", "bound", "device ms", "+PCIe ms", "cpu ms", "x resident", "x +PCIe"],

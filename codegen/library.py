@@ -10,7 +10,9 @@ SCALAR_KEYS = ("name", "dtype", "default")
 # Who runs a category's kernels: fpga_kernel (host/ps/fpga_kernel.cpp), fpga_reduce
 # (host/ps/fpga_reduce.cpp), or the table entries' own `host:` functions (through KernelLaunch).
 DRIVERS = ("pointwise", "reduce", "host")
-OP_KEYS = ("expr", "scalars", "dtypes", "types")
+# `inputs`/`outputs` on an op override the category's ports: a category whose kernels share a data
+# movement (a window over a plane) but not their operands (max pooling also writes indices).
+OP_KEYS = ("expr", "scalars", "dtypes", "types", "inputs", "outputs")
 
 
 def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
@@ -75,16 +77,18 @@ def load_category(root: str, name: str) -> Category:
         if "scalars" in s and not isinstance(s["scalars"].value, list):
             raise TableError(s["scalars"].loc, f"'scalars' of op '{op_name}' must be a list")
         scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
+        op_inputs = _strings(s["inputs"], "inputs") if "inputs" in s else inputs
+        op_outputs = _strings(s["outputs"], "outputs") if "outputs" in s else outputs
         types: tuple[tuple[str, str], ...] = ()
         if "types" in s:
             if not isinstance(s["types"].value, dict):
                 raise TableError(s["types"].loc, f"'types' of op '{op_name}' maps ports to dtypes, e.g. {{out: bool}}")
             types = tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
-            unknown = [p for p, _ in types if p not in (*inputs, *outputs)]
+            unknown = [p for p, _ in types if p not in (*op_inputs, *op_outputs)]
             if unknown:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
-                                                 f"the ports are {', '.join((*inputs, *outputs))}")
-        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, inputs, outputs, types,
+                                                 f"the ports are {', '.join((*op_inputs, *op_outputs))}")
+        ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, op_inputs, op_outputs, types,
                                 sizes, driver)
     return Category(name, ops)
 

@@ -44,18 +44,20 @@ void insert_bias_sizes(torch::jit::Stack& args) {
 
 // Ops whose every kernel, the CPU's too, throws on a backend it does not know (the
 // `*_overrideable` hooks a backend is meant to override): the fallback runs each as its CPU
-// equivalent instead, counted as a fallback of the op itself. They are registered for "fpga"
-// from this list (their CompositeExplicitAutograd kernel would shadow the boxed fallback); an op
-// that gets a table entry leaves the list, and its wrapper's fallback still comes here.
+// equivalent instead, counted as a fallback of the op itself. Those without a table entry are
+// registered for "fpga" from this list (their CompositeExplicitAutograd kernel would shadow the
+// boxed fallback); a table entry's wrapper registers the op itself, and its fallback (a case its
+// kernels do not cover) still comes here.
 struct CpuRoute {
   const char* op;              // the overrideable op
   const char* cpu_op;          // what runs on the CPU: the same arguments ...
   const char* cpu_overload;
   void (*adapt)(torch::jit::Stack& args);  // ... but for these differences, if any
+  bool table_entry;            // native_functions_fpga.yaml registers the op
 };
 constexpr CpuRoute kCpuRoutes[] = {
-    {"convolution_overrideable", "aten::convolution", "", nullptr},
-    {"convolution_backward_overrideable", "aten::convolution_backward", "", &insert_bias_sizes},
+    {"convolution_overrideable", "aten::convolution", "", nullptr, true},
+    {"convolution_backward_overrideable", "aten::convolution_backward", "", &insert_bias_sizes, true},
 };
 
 // The op's arguments and results moved to the CPU and back: fpga tensors are copied with
@@ -142,7 +144,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const CpuRoute& r : kCpuRoutes) m.impl(r.op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  for (const CpuRoute& r : kCpuRoutes) {
+    if (!r.table_entry) m.impl(r.op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  }
 }
 
 }  // namespace aten_fpga

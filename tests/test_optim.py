@@ -231,3 +231,24 @@ def test_optimizer_foreach_steps(level, name):
         assert not fallbacks, fallbacks
     for p, q in zip(cpu, dev):
         exact(q.detach(), p.detach(), *((0.0, 0.0) if name.startswith("sgd") else (1e-5, 1e-7)))
+
+
+def test_clip_grad_norm(level):
+    """clip_grad_norm_ over fpga parameters: _foreach_norm and _foreach_mul_.Tensor run ATen's
+    per-tensor loop on the device's kernels; torch.stack (cat) is the one op still on the CPU. The
+    norm is accumulated in double, so it is within rounding of the CPU's float sum."""
+    g = torch.Generator().manual_seed(5)
+    shapes = [(5, 3), (40000,), (7,)]
+    grads = [torch.randn(s, generator=g) for s in shapes]
+    cpu = [torch.zeros(s, requires_grad=True) for s in shapes]
+    dev = [torch.zeros(s, device="fpga", requires_grad=True) for s in shapes]
+    for c, d, gr in zip(cpu, dev, grads):
+        c.grad, d.grad = gr.clone(), on_device(gr)
+    aten_fpga.reset_stats()
+    total = torch.nn.utils.clip_grad_norm_(dev, 1.0)
+    expected = torch.nn.utils.clip_grad_norm_(cpu, 1.0)
+    torch.testing.assert_close(total.cpu(), expected, rtol=1e-6, atol=0)
+    for c, d in zip(cpu, dev):
+        exact(d.grad, c.grad, 1e-6, 1e-9)
+    fallbacks = {op for op, r in aten_fpga.stats().items() if r["cpu_fallback"]}
+    assert fallbacks <= {"cat.out"}, fallbacks

@@ -130,7 +130,7 @@ def _host_wrapper(r: ResolvedEntry) -> str:
     names = _decl(r)[1]
     with native_function_manager(r.function):
         sig = NativeSignature(r.function.func, prefix="", symint=False)
-        defn, ret = sig.defn(name=_ident(r)), sig.returns_type().cpp_type()
+        defn = sig.defn(name=_ident(r))
     args = ", ".join(names)
     return f"""
 // {r.schema}

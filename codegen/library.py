@@ -60,6 +60,13 @@ def load_category(root: str, name: str) -> Category:
     inputs, outputs = _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs")
     sizes = _strings(fields["sizes"][1], "sizes") if "sizes" in fields else ("size",)
     driver = fields["driver"][1].value if "driver" in fields else "pointwise"
+    # Ports whose dtype is fixed for every op of the category (the multi-tensor kernels' int64 table).
+    fixed: tuple[tuple[str, str], ...] = ()
+    if "types" in fields:
+        node = fields["types"][1]
+        if not isinstance(node.value, dict):
+            raise TableError(node.loc, "'types' maps ports to dtypes, e.g. {table: int64}")
+        fixed = tuple((port, _dtype(v, f"port {port}")) for port, (_, v) in node.value.items())
     if driver not in DRIVERS:
         raise TableError(fields["driver"][1].loc, f"unknown driver {driver!r}; known: {', '.join(DRIVERS)}")
     ops: dict[str, KernelOp] = {}
@@ -79,11 +86,11 @@ def load_category(root: str, name: str) -> Category:
         scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
         op_inputs = _strings(s["inputs"], "inputs") if "inputs" in s else inputs
         op_outputs = _strings(s["outputs"], "outputs") if "outputs" in s else outputs
-        types: tuple[tuple[str, str], ...] = ()
+        types: tuple[tuple[str, str], ...] = tuple((p, d) for p, d in fixed if p in (*op_inputs, *op_outputs))
         if "types" in s:
             if not isinstance(s["types"].value, dict):
                 raise TableError(s["types"].loc, f"'types' of op '{op_name}' maps ports to dtypes, e.g. {{out: bool}}")
-            types = tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
+            types = types + tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
             unknown = [p for p, _ in types if p not in (*op_inputs, *op_outputs)]
             if unknown:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "

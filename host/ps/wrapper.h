@@ -5,6 +5,7 @@
 #include <c10/util/TypeTraits.h>
 
 #include <atomic>
+#include <type_traits>
 #include <utility>
 
 #include "fallback.h"
@@ -21,9 +22,14 @@ template <class Op, class Run, class... Args>
 typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type run_or_fallback(
     OpStats& stats, Run&& run, Args&&... args) {
   try {
-    decltype(auto) result = run();
-    stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
-    return result;
+    if constexpr (std::is_void_v<decltype(run())>) {  // the in-place _foreach_* ops return nothing
+      run();
+      stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      decltype(auto) result = run();
+      stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
+      return result;
+    }
   } catch (const KernelUnavailable&) {
     return cpu_fallback_call<Op>(std::forward<Args>(args)...);
   }

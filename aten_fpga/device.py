@@ -6,7 +6,8 @@ import torch
 from ._C_loader import _C
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "synchronize",
-           "get_device_name", "manual_seed", "manual_seed_all", "initial_seed", "memory_allocated",
+           "get_device_name", "manual_seed", "manual_seed_all", "initial_seed", "seed", "seed_all",
+           "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generator", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
            "memory_stats", "empty_cache", "OutOfMemoryError"]
 
@@ -66,23 +67,54 @@ def get_device_name(dev=None) -> str:
     return _C.device_name(_index(dev))
 
 
-_seed = 0
+# --- random numbers: one Philox generator per device (host/ps/generator.h, docs/rng.md) ----------
+
+def default_generator(dev=None) -> torch.Generator:
+    """The default generator of device `dev` (random ops on fpga tensors without generator=)."""
+    return _C.default_generator(_index(dev))
 
 
 def manual_seed(seed: int) -> None:
-    """Random ops on fpga run through the CPU fallback, drawing from the CPU generator: seeding
-    fpga seeds that generator too, so results match a CPU run seeded the same way."""
-    global _seed
-    _seed = int(seed)
-    torch.default_generator.manual_seed(_seed)
+    """Seed the current device's generator (torch.manual_seed seeds every device's)."""
+    default_generator().manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
+    for i in range(device_count()):
+        default_generator(i).manual_seed(int(seed))
+
+
+def seed() -> int:
+    """Seed the current device's generator with a nondeterministic number, and return it."""
+    return default_generator().seed()
+
+
+def seed_all() -> None:
+    s = seed()
+    for i in range(device_count()):
+        default_generator(i).manual_seed(s)
 
 
 def initial_seed() -> int:
-    return _seed
+    return default_generator().initial_seed()
+
+
+def get_rng_state(dev=None) -> torch.Tensor:
+    """The generator's state: a 16-byte uint8 CPU tensor (seed, then offset)."""
+    return default_generator(dev).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, dev=None) -> None:
+    default_generator(dev).set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def _is_in_bad_fork() -> bool:

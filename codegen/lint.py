@@ -10,7 +10,9 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
   dataflow   levels 2-4 have `#pragma HLS DATAFLOW`
   pipeline   every streaming loop -- one that holds no other (non-unrolled) loop and calls no
              stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one
-  512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>)
+  512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>); a port
+             whose m_axi pragma line says `// random access: <reason>` (a gather or scatter, whose
+             addresses are data) is exempt
 Each problem is reported as `path: rule: what`, and the exit status is 1 when there is any.
 """
 from __future__ import annotations
@@ -76,7 +78,8 @@ def lint_source(text: str, level: int) -> list[str]:
         problems.append(f"dataflow: XCL_OPT {level} needs #pragma HLS DATAFLOW")
     problems += _loop_problems(text)
     if level == 4:
-        widths = {a.name: a.width for a in top.args if a.pointer}
+        widths = {a.name: a.width for a in top.args
+                  if a.pointer and "random access:" not in pragmas.get(a.name, {}).get("m_axi", "")}
         unknown = [p for p, w in widths.items() if w is None]
         if unknown:
             problems.append(f"512-bit: cannot tell the width of port(s) {', '.join(unknown)}")

@@ -102,6 +102,8 @@ class Entry:
     # When the op's CPU impl picks one of several stubs (div's rounding modes, clamp's bounds):
     # every (stub, kernel) it may call. `kernel` is one of them; `stub` is then None.
     stubs: tuple[tuple[str, str], ...] = ()
+    # Further kernels a host function runs (`kernels:`), built for the same dtypes.
+    more_kernels: tuple[str, ...] = ()
 
     @property
     def category(self) -> str:
@@ -110,7 +112,7 @@ class Entry:
     @property
     def kernel_names(self) -> tuple[str, ...]:
         """Every kernel the entry runs ("category/name"), `kernel` first."""
-        return tuple(dict.fromkeys((self.kernel, *(k for _, k in self.stubs))))
+        return tuple(dict.fromkeys((self.kernel, *(k for _, k in self.stubs), *self.more_kernels)))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torchgen's types, named in annotations only: the build's plan must not import torch
     from .native import NativeTable, OpInfo, OpTable
 
-KEYS = ("kernel", "dtypes", "stub", "host")  # `stub` and `host` are optional
+KEYS = ("kernel", "dtypes", "stub", "host", "kernels")  # `stub`, `host` and `kernels` are optional
 REQUIRED = ("kernel", "dtypes")
 EXAMPLE = "add.out: {kernel: binary/add, dtypes: [float32]}"
 
@@ -99,6 +99,7 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
     if host is not None and stub is not None and stub.value is not None:
         raise TableError(stub.loc, f"'{func}' names a host function, which runs its kernel itself (ATen's stubs "
                                    "are not callable from outside libtorch): remove 'stub:'")
+    more = _more_kernels(func, fields.get("kernels"), host)
     if stub is not None and isinstance(stub.value, dict):
         return Entry(func, kernel.value, tuple(names), None, loc, stubs=_stub_map(func, kernel.value, stub))
     if stub is not None and stub.value is not None and (
@@ -106,7 +107,25 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
         raise TableError(stub.loc, f"stub of '{func}' must be the C++ name of a DispatchStub (e.g. add_stub), "
                                    f"or a mapping of stubs to kernels, got {_describe(stub.value)}; omit it to "
                                    "use '<op>_stub'")
-    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc, host=host)
+    return Entry(func, kernel.value, tuple(names), stub.value if stub is not None else None, loc, host=host,
+                 more_kernels=more)
+
+
+def _more_kernels(func: str, node: yamlsrc.Node | None, host: str | None) -> tuple[str, ...]:
+    """`kernels: [copy/copy_float16, ...]`: further kernels a host function runs besides `kernel`
+    (a family named per operand dtype, as the casts of copy_), built for the entry's dtypes."""
+    if node is None:
+        return ()
+    if host is None:
+        raise TableError(node.loc, f"'kernels' of '{func}' lists further kernels a host function runs; name the "
+                                   "function with 'host:' or remove 'kernels'")
+    if not isinstance(node.value, list) or not all(
+            isinstance(k.value, str) and len(k.value.split("/")) == 2 and all(_IDENT.fullmatch(p) for p in
+                                                                            k.value.split("/"))
+            for k in node.value):
+        raise TableError(node.loc, f"'kernels' of '{func}' must be a list of kernels 'category/name', "
+                                   f"got {_describe(node.value)}")
+    return tuple(k.value for k in node.value)
 
 
 def _stub_map(func: str, kernel: str, stub: yamlsrc.Node) -> tuple[tuple[str, str], ...]:

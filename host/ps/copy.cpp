@@ -1,13 +1,14 @@
 // Copies across and within devices, honouring each allocation's coherence state. CPU <-> fpga
 // goes through the host shadow (the device side is synced lazily, when a kernel needs it);
-// fpga -> fpga runs on the devices: a dense copy of one dtype is a device-to-device block copy
-// (a DMA on a card), any other (strided, broadcast, casting) runs on the device copies where the
-// devices' memory is addressable (the emulator's data mover, also between devices). Only a
-// strided or casting copy on a device whose memory its kernels alone reach goes through the host.
+// fpga -> fpga runs on the device: a dense copy of one dtype is a device-to-device block copy
+// (a DMA on a card), any other (strided, broadcast, casting) is a strided copy kernel
+// (kernels/hls/copy, host/ps/fpga_copy.cpp). Only copies the image has no kernel for (other
+// dtypes) and copies between two devices go through the host.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
+#include "fpga_copy.h"
 #include "stats.h"
 #include "tensor_views.h"
 
@@ -28,26 +29,11 @@ void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) 
   mark_host_written(d);
 }
 
-// Same dtype, same strides, no gaps: the copy is one block of bytes.
-bool block_copyable(const at::Tensor& src, const at::Tensor& dst) {
-  return src.dtype() == dst.dtype() && src.strides() == dst.strides() && src.sizes() == dst.sizes() &&
-         src.is_non_overlapping_and_dense();
-}
-
 void copy_fpga_to_fpga(const at::Tensor& src, const at::Tensor& dst) {
-  Allocation* s = allocation_of(src);
-  Allocation* d = allocation_of(dst);
-  if (s->device == d->device && block_copyable(src, dst)) {
-    copy_valid_bytes(d, dst.storage_offset() * dst.element_size(), s, src.storage_offset() * src.element_size(),
-                     src.numel() * src.element_size());
-  } else if (s->device->device_address(*s->buffer) && d->device->device_address(*d->buffer)) {
-    sync_to_device(s);
-    auto [off, n] = byte_span(dst);
-    prepare_device_write(d, off, n);
-    device_alias(dst).copy_(device_alias(src));
-    mark_device_written(d);
-  } else {
-    sync_to_host(s);
+  try {
+    device_copy(dst, src);
+  } catch (const KernelUnavailable&) {
+    sync_to_host(allocation_of(src));
     copy_into_fpga_from_host(dst, host_alias(src));
   }
 }

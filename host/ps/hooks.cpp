@@ -1,9 +1,8 @@
 // PrivateUse1 hooks: what ATen asks of an accelerator beyond the dispatcher (availability, device
-// of a pointer, the default generator). Random ops fall back to the CPU, whose generator serves.
-#include <ATen/core/GeneratorForPrivateuseone.h>
+// of a pointer, the default generator: each device's Philox generator, host/ps/generator.h).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <ATen/CPUGeneratorImpl.h>
 
+#include "generator.h"
 #include "runtime.h"
 
 namespace aten_fpga {
@@ -18,16 +17,10 @@ struct FpgaHooks final : public at::PrivateUse1HooksInterface {
   void setCurrentDevice(c10::DeviceIndex index) const override { set_current_device(index); }
   bool isPinnedPtr(const void*) const override { return false; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
-    // One generator per device; fpga random ops run through the CPU fallback, which draws from
-    // the CPU generator, so these only carry seeds (torch.fpga.manual_seed).
-    static std::vector<at::Generator> gens = [] {
-      std::vector<at::Generator> v;
-      for (int i = 0; i < device_count(); ++i) v.push_back(at::make_generator<at::CPUGeneratorImpl>(0));
-      return v;
-    }();
-    const int i = index < 0 ? current_device() : index;
-    check_device_index(i);
-    return gens[i];
+    return default_fpga_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<FpgaGeneratorImpl>(index < 0 ? current_device() : index);
   }
 };
 

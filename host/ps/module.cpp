@@ -3,7 +3,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <torch/csrc/Generator.h>
+
 #include "allocator.h"
+#include "generator.h"
 #include "runtime.h"
 #include "stats.h"
 #include "xrt_device.h"
@@ -60,6 +63,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_kind", &aten_fpga::device_kind, "the device layer serving fpga: 'emu' or 'xrt'");
   m.def("xrt_built", &aten_fpga::xrt_built, "whether this build has the XRT device");
   m.def("device_count", &aten_fpga::device_count, "number of fpga devices");
+  m.def("default_generator", [](int i) {
+    // The same Python object every time, as torch.cuda.default_generators.
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(aten_fpga::default_fpga_generator(static_cast<c10::DeviceIndex>(i))));
+  }, py::arg("device"), "the default Philox generator of fpga device i");
   m.def("current_device", [] { return static_cast<int>(aten_fpga::current_device()); });
   m.def("set_device", [](int i) { aten_fpga::set_current_device(static_cast<c10::DeviceIndex>(i)); });
   m.def("load_image", &aten_fpga::load_image, py::arg("path"),

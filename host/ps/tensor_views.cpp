@@ -14,11 +14,4 @@ at::Tensor host_alias(const at::Tensor& t) {
   return alias_at(a->buffer->host, t);
 }
 
-at::Tensor device_alias(const at::Tensor& t) {
-  Allocation* a = allocation_of(t);
-  if (a == nullptr) return at::empty(t.sizes(), t.options().device(at::kCPU));
-  void* dev = a->device->device_address(*a->buffer);
-  return dev ? alias_at(dev, t) : at::Tensor();
-}
-
 }  // namespace aten_fpga

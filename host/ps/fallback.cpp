@@ -150,11 +150,3 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace aten_fpga
-
-// PyTorch's mse_loss.out first resizes its out= to the elementwise shape, warning that resizing a
-// non-empty output is deprecated (on the CPU too); the functional mse_loss reaches it on every
-// call on a backend without its own kernel. Running the functional op itself through the
-// fallback avoids that. (A table entry for mse_loss.out would need this line removed.)
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&aten_fpga::cpu_fallback>());
-}

@@ -245,6 +245,49 @@ inline T gelu(T a, int32_t approximate) {
   return a * T(0.5) * (T(1) + hls::erf(a * T(0.7071067811865476)));  // 1 / sqrt(2)
 }
 
+// --- activations and their gradients (ATen's cpu/Activation.cpp vector loops) ------------------
+
+// silu'(x) * dy, with sigmoid as 1 / (1 + exp(-x)).
+template <typename T>
+inline T silu_backward(T dy, T x) {
+  const T s = T(1) / (T(1) + hls::exp(-x));
+  return dy * s * (T(1) + x * (T(1) - s));
+}
+
+// gelu'(x) * dy for ATen's GeluType `approximate` (0 none, 1 tanh).
+template <typename T>
+inline T gelu_backward(T dy, T x, int32_t approximate) {
+  if (approximate == 1) {
+    const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
+    const T kappa = T(0.044715);
+    const T x_sq = x * x;
+    const T tanh_inner = hls::tanh(beta * (x + kappa * (x * x * x)));
+    const T left = T(0.5) * x;
+    const T left_derivative = T(0.5) * (T(1) + tanh_inner);
+    const T tanh_derivative = T(1) - tanh_inner * tanh_inner;
+    const T inner_derivative = beta * (T(1) + T(3) * kappa * x_sq);
+    return dy * (left_derivative + left * tanh_derivative * inner_derivative);
+  }
+  const T cdf = T(0.5) * (T(1) + hls::erf(x * T(0.7071067811865476)));  // 1 / sqrt(2)
+  const T pdf = T(0.3989422804014327) * hls::exp(x * x * T(-0.5));       // 1 / sqrt(2 pi)
+  return dy * (cdf + x * pdf);
+}
+
+// elu: x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale (the coefficient rounded first).
+template <typename T>
+inline T elu(T x, T alpha, T scale, T input_scale) {
+  const T negcoef = alpha * scale;
+  return x > T(0) ? x * scale : hls::expm1(x * input_scale) * negcoef;
+}
+
+// elu's gradient from the input (is_result false) or from the result (true).
+template <typename T>
+inline T elu_backward(T dy, T b, T alpha, T scale, T input_scale, bool is_result) {
+  const T negcoef = alpha * scale;
+  const T neg = is_result ? dy * input_scale * (b + negcoef) : dy * input_scale * negcoef * hls::exp(b * input_scale);
+  return b > T(0) ? dy * scale : neg;
+}
+
 // nan_to_num: the host resolves omitted replacements to ATen's defaults (0, the dtype's max and
 // lowest) before the launch.
 template <typename T>

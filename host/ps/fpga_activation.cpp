@@ -1,0 +1,99 @@
+// The activation entries whose ATen impl cannot serve "fpga" through a DispatchStub (the table's
+// `host:` entries): gelu and gelu_backward (their CPU impls call the kernel for kCPU whatever the
+// tensors' device, which would read the host shadows), relu and hardtanh (registered for CPU and
+// CUDA only; ATen computes them as clamps, and so do we), and mse_loss_backward (its functional CPU
+// impl zero-fills the result before the stub overwrites it). Each builds the iterator ATen's meta
+// or impl builds and runs the entry's pointwise kernel through fpga_kernel.
+#include <ATen/ATen.h>
+#include <ATen/native/Gelu.h>
+#include <ATen/core/Reduction.h>
+
+#include "FPGAType.h"
+#include "fpga_kernel.h"
+#include "runtime.h"
+
+namespace aten_fpga {
+namespace {
+
+// KernelUnavailable unless the image has `kernel` for this dtype: checked before any side effect
+// when the entry's work goes through other ops (which would otherwise each fall back on their own).
+void require(const KernelRef& kernel, const at::Tensor& t) { kernel_for(kernel, t.scalar_type(), t.device()); }
+
+std::optional<c10::Scalar> gelu_type(c10::string_view approximate) {
+  return c10::Scalar(static_cast<int64_t>(at::native::get_gelutype_enum(approximate)));
+}
+
+}  // namespace
+
+at::Tensor& fpga_gelu_out(const KernelRef& kernel, const at::Tensor& self, c10::string_view approximate,
+                          at::Tensor& out) {
+  const std::optional<c10::Scalar> scalars[] = {gelu_type(approximate)};
+  at::TensorIterator iter = at::TensorIterator::unary_op(out, self);
+  fpga_kernel(iter, kernel, scalars);
+  return out;
+}
+
+at::Tensor& fpga_gelu_backward_out(const KernelRef& kernel, const at::Tensor& grad_output, const at::Tensor& self,
+                                   c10::string_view approximate, at::Tensor& grad_input) {
+  const std::optional<c10::Scalar> scalars[] = {gelu_type(approximate)};
+  at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(grad_input, grad_output, self);
+  fpga_kernel(iter, kernel, scalars);
+  return grad_input;
+}
+
+// relu is clamp_min(self, 0), as ATen's CPU impl computes it.
+at::Tensor fpga_relu(const KernelRef& kernel, const at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  require(kernel, self);
+  return at::clamp_min(self, 0);
+}
+
+at::Tensor& fpga_relu_(const KernelRef& kernel, at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  require(kernel, self);
+  return at::clamp_min_(self, 0);
+}
+
+// hardtanh is clamp(self, min_val, max_val), as ATen's CPU impl computes it (floating dtypes only
+// here: the integer bound conversion ATen adds is not needed).
+at::Tensor& fpga_hardtanh_out(const KernelRef& kernel, const at::Tensor& self, const at::Scalar& min_val,
+                              const at::Scalar& max_val, at::Tensor& out) {
+  require(kernel, self);
+  return at::clamp_out(out, self, min_val, max_val);
+}
+
+at::Tensor fpga_hardtanh(const KernelRef& kernel, const at::Tensor& self, const at::Scalar& min_val,
+                         const at::Scalar& max_val) {
+  require(kernel, self);
+  return at::clamp(self, min_val, max_val);
+}
+
+at::Tensor& fpga_hardtanh_(const KernelRef& kernel, at::Tensor& self, const at::Scalar& min_val,
+                           const at::Scalar& max_val) {
+  require(kernel, self);
+  return at::clamp_(self, min_val, max_val);
+}
+
+// grad_input = norm * (self - target) * grad_output, norm = 2 (or 2 / numel for a mean), as ATen's
+// mse_loss_backward_out computes it.
+at::Tensor& fpga_mse_loss_backward_out(const KernelRef& kernel, const at::Tensor& grad_output, const at::Tensor& self,
+                                       const at::Tensor& target, int64_t reduction, at::Tensor& grad_input) {
+  const double norm = reduction == at::Reduction::Mean ? 2. / static_cast<double>(self.numel()) : 2.;
+  const std::optional<c10::Scalar> scalars[] = {c10::Scalar(norm)};
+  at::TensorIterator iter = at::TensorIteratorConfig()
+                                .add_output(grad_input)
+                                .add_const_input(self)
+                                .add_const_input(target)
+                                .add_const_input(grad_output)
+                                .build();
+  fpga_kernel(iter, kernel, scalars);
+  return grad_input;
+}
+
+at::Tensor fpga_mse_loss_backward(const KernelRef& kernel, const at::Tensor& grad_output, const at::Tensor& self,
+                                  const at::Tensor& target, int64_t reduction) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return fpga_mse_loss_backward_out(kernel, grad_output, self, target, reduction, grad_input);
+}
+
+}  // namespace aten_fpga

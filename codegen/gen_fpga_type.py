@@ -156,9 +156,10 @@ def _kernel_ref_init(op: KernelOp) -> str:
     fixed = dict(op.port_dtypes)
     # The common dtype names the kernel, unless an input's dtype is fixed (where's condition):
     # then the first input that takes the kernel dtype does (iterator operands: outputs first).
-    if any(p in fixed for p in op.inputs):
-        operand = len(op.outputs) + next(i for i, p in enumerate(op.inputs) if p not in fixed)
-        fields.append(f".dtype_operand = {operand}")
+    # (A host function names its kernels' dtype itself.)
+    free = [i for i, p in enumerate(op.inputs) if p not in fixed]
+    if op.driver != "host" and any(p in fixed for p in op.inputs) and free:
+        fields.append(f".dtype_operand = {len(op.outputs) + free[0]}")
     if op.driver == "reduce":
         fields.append(".reduction = true")
     return "{" + ", ".join(fields) + "}"

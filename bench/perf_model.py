@@ -4,6 +4,7 @@ machine's CPU.
 
     python bench/perf_model.py [--json PATH] [--n N]
     python bench/perf_model.py --cnn      (the LeNet / ResNet-block layers: docs/img/cnn_layers.png)
+    python bench/perf_model.py --fft      (batched FFTs beside Vitis' SSR FFT: docs/img/fft_model.png)
 
 Assumptions (docs/perf_model.md explains them):
 - kernel clock 300 MHz (Vitis' default for these platforms); float32 elements;
@@ -203,12 +204,85 @@ def cnn_main(json_path: str) -> None:
     save_plot(fig, "cnn_layers.png")
 
 
+# --- FFT (kernels/hls/fft) -------------------------------------------------------------------------
+# Anchor: AMD's Vitis DSP library 1-D SSR FFT on a U250, 1024-point float32 at SSR 8, 367.6 MHz:
+# 2.92 GSa/s (about 146 GFLOP/s counted as 5 N log2 N per transform).
+FFT_ANCHOR = {"name": "Vitis DSP SSR FFT (U250, SSR 8, 367.6 MHz)", "gsa_per_s": 2.92}
+FFT_SSR = 8  # samples per cycle of the opt=4 kernel's wide stages and ports
+
+
+def fft_row_cycles(n: int, level: int) -> float:
+    """Cycles one compute unit spends per row of n points, as the templates are written."""
+    log2n = n.bit_length() - 1
+    if level == 1:  # load, log2n stages of n/2 butterflies, store: in turn, one op a cycle
+        return n + log2n * n / 2 + n
+    if level in (2, 3):  # a pipeline of stage processes, each holding the row: fill n, emit n
+        return 2 * n
+    # opt=4: the transform process fills n/8 words, runs its radix-4 stages (8 butterflies a
+    # cycle) and a radix-2 stage for odd log2n, then emits n/8 words; read and write overlap it
+    # under DATAFLOW, fill and emit do not (one row buffer).
+    cycles, length = n / FFT_SSR * 2, n
+    while length >= 4:
+        cycles += n / 4 / FFT_SSR
+        length //= 4
+    if length == 2:
+        cycles += n / 2 / FFT_SSR
+    return cycles
+
+
+def fft_model(n: int = 1024, batch: int = 4096, platforms=("u250", "u55c")) -> list[dict]:
+    """Projected batched-FFT throughput per platform and level: compute (the row cycles above) or
+    memory (a complex64 sample read and written per pass) bound, whichever is lower."""
+    by_alias = {p.alias: p for p in PLATFORMS.values()}
+    rows = []
+    for alias in platforms:
+        plat = by_alias[alias]
+        for level in (1, 2, 3, 4):
+            cus = LEVEL_CUS[level]
+            compute = cus * CLOCK_HZ * n / fft_row_cycles(n, level)  # samples / s
+            memory = min(len(plat.banks), 2 * cus) * plat.bank_gbps * 1e9 / (2 * 8)
+            sa = min(compute, memory)
+            seconds = batch * n / sa + LAUNCH_S
+            rows.append({"platform": alias, "level": level, "n": n, "batch": batch, "gsa_per_s": sa / 1e9,
+                         "gflops": 5 * n * (n.bit_length() - 1) / n * sa / 1e9,
+                         "bound": "compute" if compute <= memory else "memory", "device_ms": seconds * 1e3})
+    return rows
+
+
+def fft_main(json_path: str) -> None:
+    rows = fft_model()
+    print(f"batched 1024-point complex64 FFT (batch 4096), projected at {CLOCK_HZ / 1e6:.0f} MHz; anchor: "
+          f"{FFT_ANCHOR['name']} {FFT_ANCHOR['gsa_per_s']} GSa/s")
+    print_table(["platform", "opt", "GSa/s", "GFLOP/s", "bound", "device ms", "x anchor"],
+                [[r["platform"], r["level"], r["gsa_per_s"], r["gflops"], r["bound"], r["device_ms"],
+                  r["gsa_per_s"] / FFT_ANCHOR["gsa_per_s"]] for r in rows])
+    write_json(json_path, {"benchmark": "perf_model_fft", "machine": machine(), "clock_hz": CLOCK_HZ,
+                           "anchor": FFT_ANCHOR, "rows": rows})
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    labels = [f"{r['platform']}\nopt={r['level']}" for r in rows] + ["Vitis SSR FFT\nU250 (anchor)"]
+    values = [r["gsa_per_s"] for r in rows] + [FFT_ANCHOR["gsa_per_s"]]
+    ax.bar(range(len(values)), values, color=["C0"] * len(rows) + ["C3"])
+    ax.set_xticks(range(len(values)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("GSa/s (1024-point complex64)")
+    ax.set_title("Batched FFT: projected throughput per level beside the Vitis SSR FFT")
+    save_plot(fig, "fft_model.png")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=1 << 24, help="elements per op (float32)")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "perf_model.json"))
     p.add_argument("--cnn", action="store_true", help="the CNN layers' model instead (cnn_main)")
+    p.add_argument("--fft", action="store_true", help="the batched FFT's model instead (fft_main)")
     args = p.parse_args(argv)
+    if args.fft:
+        fft_main(os.path.join(ROOT, "build", "bench", "perf_model_fft.json"))
+        return 0
     if args.cnn:
         cnn_main(os.path.join(ROOT, "build", "bench", "perf_model_cnn.json"))
         return 0

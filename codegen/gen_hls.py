@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jinja2
 
-from . import abi
+from . import abi, tables
 from .model import LEVEL_NAMES, LEVELS, Kernel, ResolvedEntry, kernels_of
 from .plan import emu_unit
 
@@ -22,6 +22,7 @@ def template_env(hls_root: str) -> jinja2.Environment:
         autoescape=False,
     )
     env.globals["abi"] = abi  # the ABI table's constants (abi.REDUCE_PARTIALS), as the C++ side sees them
+    env.globals["tables"] = tables  # constant tables computed at generation time (FFT twiddles)
     return env
 
 

@@ -227,4 +227,31 @@ at::Tensor fpga_prod(const KernelRef& kernel, const at::Tensor& self, std::optio
   return result;
 }
 
+// min() and max() of every element (not structured in ATen): the amin/amax reduction.
+at::Tensor fpga_min(const KernelRef& kernel, const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. "
+              "Specify the reduction dim with the 'dim' argument.");
+  kernel_for(kernel, self.scalar_type(), self.device());
+  return at::amin(self);
+}
+
+at::Tensor fpga_max(const KernelRef& kernel, const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. "
+              "Specify the reduction dim with the 'dim' argument.");
+  kernel_for(kernel, self.scalar_type(), self.device());
+  return at::amax(self);
+}
+
+// equal(): same sizes and every element equal (NaN is not), as ATen's: eq, then all, on the device;
+// only the answer crosses.
+bool fpga_equal(const KernelRef& kernel, const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ",
+              self.device(), " and ", other.device());
+  TORCH_CHECK(self.dtype() == other.dtype(), "Expected object of scalar type ", self.dtype(),
+              " but got scalar type ", other.dtype(), " for argument 'other'");
+  if (!self.is_same_size(other)) return false;
+  kernel_for(kernel, self.scalar_type(), self.device());
+  return at::eq(self, other).all().item<bool>();
+}
+
 }  // namespace aten_fpga

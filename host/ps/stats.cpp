@@ -2,6 +2,7 @@
 
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@ struct ThreadAccount {
   bool in_kernel = false;
   int64_t pending_ns = 0, pending_to_device = 0, pending_to_host = 0;
   c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
+  int64_t epoch = 0;  // launches so far
 };
 thread_local ThreadAccount account;
 
@@ -36,7 +38,7 @@ int64_t now_ns() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int64_t RunCounter::fetch_add(int64_t n, std::memory_order order) {
+void RunCounter::book_pending(size_t first_launch) {
   ThreadAccount& a = account;
   if (a.pending_ns | a.pending_to_device | a.pending_to_host) {
     owner_->fpga_ns.fetch_add(a.pending_ns, std::memory_order_relaxed);
@@ -44,15 +46,22 @@ int64_t RunCounter::fetch_add(int64_t n, std::memory_order order) {
     owner_->bytes_to_host.fetch_add(a.pending_to_host, std::memory_order_relaxed);
     a.pending_ns = a.pending_to_device = a.pending_to_host = 0;
   }
-  if (a.pending_launches.empty()) return n_.load(std::memory_order_relaxed);  // no kernel ran: no FPGA run
-  owner_->launches.fetch_add(static_cast<int64_t>(a.pending_launches.size()), std::memory_order_relaxed);
+  if (a.pending_launches.size() <= first_launch) return;
+  owner_->launches.fetch_add(static_cast<int64_t>(a.pending_launches.size() - first_launch),
+                             std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> g(owner_->kernels_mu);
-    for (const std::string* k : a.pending_launches) owner_->kernels[*k] += 1;
+    for (size_t i = first_launch; i < a.pending_launches.size(); ++i) owner_->kernels[*a.pending_launches[i]] += 1;
   }
-  a.pending_launches.clear();
-  return n_.fetch_add(n, order);
+  a.pending_launches.resize(first_launch);
 }
+
+void RunCounter::add_run(LaunchMark since) {
+  book_pending(std::min(since.pending, account.pending_launches.size()));
+  if (account.epoch > since.epoch) n_.fetch_add(1, std::memory_order_relaxed);
+}
+
+LaunchMark launch_mark() { return {account.epoch, account.pending_launches.size()}; }
 
 OpStats& op_stats(const std::string& op) {
   std::lock_guard<std::mutex> g(mu);
@@ -89,12 +98,14 @@ KernelBooking::~KernelBooking() {
   if (!done_ && moved) {
     // No kernel ran (it was unavailable, the op was empty, or it failed): its syncs happened all
     // the same and count somewhere.
-    RunCounter& orphan = unattributed().fpga_runs;
-    orphan.fetch_add(0);
+    unattributed().fpga_runs.book_pending();
   }
 }
 
-void record_launch(const std::string& kernel) { account.pending_launches.push_back(&kernel); }
+void record_launch(const std::string& kernel) {
+  account.pending_launches.push_back(&kernel);
+  account.epoch += 1;
+}
 
 void record_sync(bool to_device, int64_t bytes) {
   ThreadAccount& a = account;

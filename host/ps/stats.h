@@ -1,12 +1,15 @@
 // Per-op accounting: how often each ATen op ran on the FPGA (launched at least one kernel) and how
-// often it fell back to the CPU, which kernels it launched how often, the bytes it synced between host shadow and device copy, and its time. Counters are
-// atomics reached through a reference cached per call site, so counting costs a few relaxed adds.
+// often it fell back to the CPU, which kernels it launched how often, the bytes it synced between
+// host shadow and device copy, and its time. Counters are atomics reached through a reference
+// cached per call site, so counting costs a few relaxed adds.
 //
 // Attribution: an OpScope (the CPU fallback, copies, .item(), resize) makes its op the target of
 // this thread's syncs while it runs; the outermost scope wins, so the copies a fallback makes
-// count for the fallback's op. fpga_kernel, which does not know its ATen op, books its time and
-// syncs as pending on the thread; the generated wrapper's `fpga_runs.fetch_add(1)` (it counts an
-// op that completed on the FPGA) moves them to that op.
+// count for the fallback's op. A KernelLaunch (launch.h), which does not know its ATen op, books
+// its time, syncs and launch as pending on the thread; the generated wrapper's
+// `fpga_runs.add_run(since)` moves them to its op, and counts the op as an FPGA run only if a
+// kernel was launched while it ran (by itself or by the ops it is made of): an op whose impl never
+// reached a kernel (one that bypasses the stub, or an empty tensor) is no FPGA run.
 #pragma once
 
 #include <atomic>
@@ -19,12 +22,23 @@ namespace aten_fpga {
 
 struct OpStats;
 
-// The FPGA run counter: an atomic whose increment also books the thread's pending kernel time,
-// syncs and launches for its op, and which counts only when there were launches.
+// Where this thread's launches stood when an op began: it launched a kernel (itself, or an op it
+// is made of) iff the thread launched since; its own launches are those still pending after it.
+struct LaunchMark {
+  int64_t epoch;   // launches so far on this thread
+  size_t pending;  // launches booked to no op yet (an enclosing op's)
+};
+LaunchMark launch_mark();
+
+// The FPGA run counter of an op.
 class RunCounter {
  public:
   explicit RunCounter(OpStats* owner) : owner_(owner) {}
-  int64_t fetch_add(int64_t n, std::memory_order order = std::memory_order_seq_cst);
+  // Books the thread's pending kernel time and syncs, and the launches since `since` (the op's
+  // launch_mark() when it began), for the op, and counts a run if it launched a kernel.
+  void add_run(LaunchMark since);
+  // Books every pending time, sync and launch without counting a run.
+  void book_pending(size_t first_launch = 0);
   int64_t load() const { return n_.load(std::memory_order_relaxed); }
   void reset() { n_.store(0, std::memory_order_relaxed); }
 

@@ -60,10 +60,10 @@ SWEEP_SUBSET = (
 
 
 def test_sweep_subset_conforms():
-    records = conformance.sweep(SWEEP_SUBSET, isolate=False)
+    records = conformance.sweep(SWEEP_SUBSET, samples=1, isolate=False)
     assert {r["op"].split(".")[0] for r in records} >= {op.split(".")[0] for op in SWEEP_SUBSET}
     summary = conformance.summarize(records)
-    assert summary.checks > 300 and summary.skipped == 0, summary
+    assert summary.checks > 120 and summary.skipped == 0, summary
     failures = [f"{r['op']} {r['dtype']} sample {r['sample']} {r['variant']}: {r['reason']}" for r in records if r["reason"]]
     assert not failures, "\n".join(failures)
 

@@ -96,7 +96,8 @@ def model(n: int) -> list[dict]:
 
 
 # --- CNN layers: im2col + GEMM against a direct convolution, and pooling -------------------------
-# A convolution as im2col + GEMM: im2col walks one col element per cycle (kernels/hls/im2col) and
+# A convolution as im2col + GEMM: im2col walks one col element per cycle at XCL_OPT 1-3 and 16 at
+# XCL_OPT 4 (kernels/hls/im2col), and
 # writes the col matrix ([C*K, N*OH*OW]) to device memory; the GEMM reads it back. A direct
 # convolution reads the input once but needs its own MAC array. Both share the MAC rate of one
 # systolic array of GEMM_MACS fp32 multiply-adds per cycle; the GEMM streams its operands from
@@ -121,8 +122,8 @@ def cnn_layers() -> list[dict]:
 
 def cnn_layer_seconds(l: dict, platform, method: str) -> float:
     """Projected forward + backward seconds of one layer on `platform`: method "im2col+gemm" (the
-    walk as built: one col element per cycle), "im2col16+gemm" (the walk 16 lanes wide, as the
-    512-bit ports allow), "direct" (convolutions) or "pool"."""
+    walk at XCL_OPT 1-3: one col element per cycle), "im2col16+gemm" (XCL_OPT 4: 16 lanes),
+    "direct" (convolutions) or "pool"."""
     bank = platform.bank_gbps * 1e9
     pix = l["n"] * l["oh"] * l["ow"]
     if l["kind"] == "pool":

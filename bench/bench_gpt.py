@@ -1,7 +1,7 @@
 """One training step of the GPT-style target model (tests/gpt_model.py), "fpga" (emulated) against
 torch on the CPU, and its optimizer step alone (AdamW, foreach) with the multi-tensor kernels.
 
-    python bench/bench_gpt.py [--steps N] [--json PATH]
+    PYTHONPATH=$PWD python bench/bench_gpt.py [--steps N] [--threads N] [--json PATH]
 
 Reports per step: wall time of each device and their ratio, kernel launches, CPU fallbacks and the
 bytes synced each way (what a card would move over PCIe), from aten_fpga.report().
@@ -72,7 +72,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "gpt.json"))
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: on a shared, loaded machine OpenMP's spinning threads "
+                        "make the CPU's times meaningless)")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
     results = []
     for what, optimizer_only in (("training step", False), ("AdamW step", True)):
         cpu = measure("cpu", args.steps, optimizer_only)

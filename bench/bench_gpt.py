@@ -1,7 +1,7 @@
 """One training step of the GPT-style target model (tests/gpt_model.py), "fpga" (emulated) against
 torch on the CPU, and its optimizer step alone (AdamW, foreach) with the multi-tensor kernels.
 
-    python bench/bench_gpt.py [--steps N] [--json PATH]
+    PYTHONPATH=$PWD python bench/bench_gpt.py [--steps N] [--threads N] [--json PATH]
 
 Reports per step: wall time of each device and their ratio, kernel launches, CPU fallbacks and the
 bytes synced each way (what a card would move over PCIe), from aten_fpga.report().
@@ -35,12 +35,6 @@ def totals() -> dict:
     return out
 
 
-def cu0_runs() -> int:
-    """Kernel launches on device 0 (every launch runs compute unit 0), for images without report()'s count."""
-    activity = aten_fpga._C.cu_activity(0)
-    return activity[0]["runs"] if activity else 0
-
-
 def measure(device: str, steps: int, optimizer_only: bool) -> dict:
     torch.manual_seed(0)
     model = GPT().to(device)
@@ -61,18 +55,16 @@ def measure(device: str, steps: int, optimizer_only: bool) -> dict:
     if device == "fpga":
         torch.fpga.synchronize()
         aten_fpga.reset_stats()
-    runs = cu0_runs() if device == "fpga" else 0
     start = time.perf_counter()
     for x, y in data[1:]:
         step(x, y)
     if device == "fpga":
-        [p.sum().item() for p in model.parameters()][:1]  # wait for the device's results
+        torch.fpga.synchronize()
     seconds = (time.perf_counter() - start) / steps
     row = {"device": device, "seconds": seconds}
     if device == "fpga":
         t = totals()
         row.update({k: v / steps for k, v in t.items()})
-        row["launches"] = (cu0_runs() - runs) / steps
     return row
 
 
@@ -80,7 +72,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "gpt.json"))
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: on a shared, loaded machine OpenMP's spinning threads "
+                        "make the CPU's times meaningless)")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
     results = []
     for what, optimizer_only in (("training step", False), ("AdamW step", True)):
         cpu = measure("cpu", args.steps, optimizer_only)

@@ -29,6 +29,11 @@ def launches():
     return activity[0]["runs"] if activity else 0
 
 
+def kernels_of(op):
+    """The kernels `op` launched since the stats were reset, with their launch counts."""
+    return aten_fpga.report().get(op, {}).get("kernels", {})
+
+
 def on_device(t):
     """`t` on the fpga, produced by a kernel: valid only in device memory."""
     return t.to("fpga") == True if t.dtype == torch.bool else t.to("fpga") * 1  # noqa: E712
@@ -115,6 +120,7 @@ def test_fill_is_one_launch_and_no_sync(level):
     x.fill_(1.5)
     x.zero_()
     assert launches() - before == 2
+    assert kernels_of("fill_.Scalar") == {"v_fill_float32": 1} and kernels_of("zero_") == {"v_fill_float32": 1}
     r = aten_fpga.report()
     assert r["fill_.Scalar"]["bytes_to_host"] == 0 and r["zero_"]["bytes_to_host"] == 0, r
     assert r["fill_.Scalar"]["bytes_to_device"] == 0 and r["zero_"]["bytes_to_device"] == 0, r
@@ -167,6 +173,8 @@ def test_foreach(level, name):
     actual = call(dev, s)
     assert launches() - before == 1, f"{name}: one launch for {len(cpu[0])} tensors"
     assert fpga_runs(name) == {"fpga": 1, "cpu_fallback": 0}, aten_fpga.stats()
+    (kernel, count), = kernels_of(name).items()
+    assert kernel.startswith("v_mt_") and count == 1, kernels_of(name)
     if inplace:
         actual, expected = dev[0], cpu[0]
     for a, e in zip(actual, expected):

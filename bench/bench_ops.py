@@ -94,7 +94,7 @@ def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
     return rows
 
 
-def plot(doc: dict) -> str | None:
+def plot(doc: dict, name: str = "ops.png") -> str | None:
     plt = pyplot()
     if plt is None:
         return None
@@ -119,7 +119,7 @@ def plot(doc: dict) -> str | None:
         ax.set_xlabel("n (n x n x n mm, float32)" if cat == "gemm" else "elements (float32)")
         ax.set_ylabel("fpga (emulated) time / CPU time")
         ax.legend(fontsize=8)
-    return save_plot(fig, "ops.png")
+    return save_plot(fig, name)
 
 
 def main(argv=None) -> int:
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
                 [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"], r.get("fpga_gflops", "")]
                  for r in doc["rows"]])
     write_json(args.json, doc)
-    plot(doc)
+    plot(doc, "ops_mm.png" if only == ("mm",) else "ops.png")
     return 0
 
 

@@ -27,9 +27,15 @@ def repo(tmp_path):
     return r
 
 
+# The GEMM PE array each platform's kernels are compiled with by default (gemm_pe=).
+GEMM_PE = {U250: (32, 48), U55C: (32, 32), ZCU102: (16, 16), "xilinx_u280_gen3x16_xdma_1_202211_1": (32, 32)}
+
+
 def compile_cmd(target, platform, opt, kernel, category):
     out = f"build/{target}/{platform}/opt{opt}"
+    pm, pn = GEMM_PE[platform]
     return ["v++", "-c", "-t", target, "--platform", platform, "-k", kernel, "-I", "kernels/hls/include",
+            f"-DAFPGA_GEMM_PE_M={pm}", f"-DAFPGA_GEMM_PE_N={pn}",
             "--temp_dir", f"{out}/tmp/{kernel}", "--report_dir", f"{out}/reports/{kernel}",
             "--log_dir", f"{out}/logs/{kernel}", "-o", f"{out}/xo/{kernel}.xo",
             f"build/gen/hls/{category}/{kernel}_opt{opt}.cpp"]

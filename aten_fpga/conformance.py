@@ -33,9 +33,6 @@ NO_OPINFO: frozenset[str] = frozenset()
 # Table ops whose OpInfo samples only call overloads the table leaves to the fallback: clamp's
 # samples pass tensor bounds (clamp.Tensor); the table runs the scalar-bound overloads.
 SAMPLES_USE_OTHER_OVERLOADS = frozenset({"clamp", "clamp_min", "clamp_max"})
-# Table ops whose ATen impl bypasses the stub (gelu's calls GeluKernel(kCPU, ...)): they launch no
-# kernel on "fpga" until they get a host: implementation (#10).
-BYPASSES_STUB = frozenset({"gelu"})
 
 
 @dataclass

@@ -265,13 +265,7 @@ def level(request):
     aten_fpga.load(4)
 
 
-# gelu's ATen impl calls GeluKernel(kCPU, ...) itself: on "fpga" it computes on the host shadow and
-# launches nothing, which the launch accounting now shows. It needs its own host: entry (#10).
-BYPASSES_STUB = {"gelu", "gelu_tanh"}
-CASES = [pytest.param(op, dt, id=f"{op.name}-{str(dt).split('.')[1]}",
-                      marks=[pytest.mark.xfail(strict=True, reason="ATen's gelu impl bypasses the stub")]
-                      if op.name in BYPASSES_STUB else [])
-         for op in OPS for dt in op.dtypes]
+CASES = [pytest.param(op, dt, id=f"{op.name}-{str(dt).split('.')[1]}") for op in OPS for dt in op.dtypes]
 
 
 @pytest.mark.parametrize("op,dtype", CASES)

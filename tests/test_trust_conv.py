@@ -52,3 +52,25 @@ def test_convolution_backward_without_input_grad():
     ref(x).sum().backward()
     torch.testing.assert_close(conv.weight.grad.cpu(), ref.weight.grad)
     torch.testing.assert_close(conv.bias.grad.cpu(), ref.bias.grad)
+
+
+def test_fused_attention_hooks_run_as_the_cpus_flash_attention():
+    """The attention hooks (reached when a backend picks them) run as the CPU's flash attention."""
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    Q, K, V = ((t.to("fpga") * 1) for t in (q, k, v))
+    aten_fpga.reset_stats()
+    got = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(Q, K, V, is_causal=True)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, is_causal=True)
+    torch.testing.assert_close(got[0].cpu(), out, rtol=0, atol=0)
+    torch.testing.assert_close(got[1].cpu(), lse, rtol=0, atol=0)
+    assert got[4] == 5 and got[5] == 5
+    g = torch.randn_like(out)
+    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        g.to("fpga"), Q, K, V, torch.Tensor().to("fpga"), [True, True, True, False], got[0], got[1], got[2], got[3],
+        got[4], got[5], 0.0, True, got[6], got[7])
+    expected = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(g, q, k, v, out, lse, 0.0, True)
+    for a, e in zip(grads[:3], expected):
+        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
+    s = aten_fpga.stats()
+    assert s["_scaled_dot_product_fused_attention_overrideable"]["cpu_fallback"] == 1
+    assert s["_scaled_dot_product_fused_attention_overrideable_backward"]["cpu_fallback"] == 1

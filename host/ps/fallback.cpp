@@ -42,6 +42,30 @@ void insert_bias_sizes(torch::jit::Stack& args) {
   args.insert(args.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
 }
 
+// The fused attention hook as the CPU's flash attention: (query, key, value, attn_bias, dropout_p,
+// is_causal, return_debug_mask, scale) -> (query, key, value, dropout_p, is_causal, attn_mask, scale);
+// its (output, logsumexp) get the hook's other results: no sequence offsets or RNG state (no
+// dropout on the CPU path), the lengths of query and key, no debug mask.
+void attention_args(torch::jit::Stack& a) { a = {a[0], a[1], a[2], a[4], a[5], a[3], a[7]}; }
+void attention_results(const torch::jit::Stack& a, torch::jit::Stack& r) {
+  const at::Tensor none;
+  r.insert(r.end(), {none, none, a[0].toTensor().size(-2), a[1].toTensor().size(-2), none, none, none});
+}
+// Its backward: (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+// cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale) -> (grad_out,
+// query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask, scale); the CPU's gives no
+// gradient of attn_bias.
+void attention_backward_args(torch::jit::Stack& a) {
+  const auto mask = a[5].toBoolList();
+  TORCH_CHECK(!mask.get(3), "aten_fpga: _scaled_dot_product_fused_attention_overrideable_backward runs on the "
+              "CPU's flash attention, which gives no gradient of attn_bias; pass an attn_bias that does not "
+              "require grad");
+  // No bias: an undefined tensor (or, from Python, an empty one) is no mask.
+  const bool bias = a[4].isTensor() && a[4].toTensor().defined() && a[4].toTensor().numel() > 0;
+  a = {a[0], a[1], a[2], a[3], a[6], a[7], a[12], a[13], bias ? a[4] : c10::IValue(), a[16]};
+}
+void attention_backward_results(const torch::jit::Stack&, torch::jit::Stack& r) { r.emplace_back(at::Tensor()); }
+
 // Ops whose every kernel, the CPU's too, throws on a backend it does not know (the
 // `*_overrideable` hooks a backend is meant to override): the fallback runs each as its CPU
 // equivalent instead, counted as a fallback of the op itself. Those without a table entry are
@@ -53,11 +77,18 @@ struct CpuRoute {
   const char* cpu_op;          // what runs on the CPU: the same arguments ...
   const char* cpu_overload;
   void (*adapt)(torch::jit::Stack& args);  // ... but for these differences, if any
-  bool table_entry;            // native_functions_fpga.yaml registers the op
+  // The CPU op's results (given its arguments) completed to the op's.
+  void (*complete)(const torch::jit::Stack& args, torch::jit::Stack& results);
+  bool table_entry;  // native_functions_fpga.yaml registers the op
 };
 constexpr CpuRoute kCpuRoutes[] = {
-    {"convolution_overrideable", "aten::convolution", "", nullptr, true},
-    {"convolution_backward_overrideable", "aten::convolution_backward", "", &insert_bias_sizes, true},
+    {"convolution_overrideable", "aten::convolution", "", nullptr, nullptr, true},
+    {"convolution_backward_overrideable", "aten::convolution_backward", "", &insert_bias_sizes, nullptr, true},
+    {"_scaled_dot_product_fused_attention_overrideable", "aten::_scaled_dot_product_flash_attention_for_cpu", "",
+     &attention_args, &attention_results, false},
+    {"_scaled_dot_product_fused_attention_overrideable_backward",
+     "aten::_scaled_dot_product_flash_attention_for_cpu_backward", "", &attention_backward_args,
+     &attention_backward_results, false},
 };
 
 // The op's arguments and results moved to the CPU and back: fpga tensors are copied with
@@ -68,18 +99,19 @@ void run_on_cpu(const CpuRoute& route, const c10::OperatorHandle& op, torch::jit
   torch::jit::drop(*stack, nargs);
   std::optional<c10::Device> device;
   for (c10::IValue& v : args) {
-    if (v.isTensor() && v.toTensor().is_privateuseone()) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone()) {
       if (!device) device = v.toTensor().device();
       v = v.toTensor().cpu();
     }
   }
   TORCH_INTERNAL_ASSERT(device.has_value(), op_name(op), " reached the fpga fallback without an fpga tensor");
   if (route.adapt != nullptr) route.adapt(args);
-  const size_t first = stack->size();
-  for (c10::IValue& v : args) stack->push_back(std::move(v));
-  c10::Dispatcher::singleton().findSchemaOrThrow(route.cpu_op, route.cpu_overload).callBoxed(stack);
-  for (auto it = stack->begin() + first; it != stack->end(); ++it) {
-    if (it->isTensor() && it->toTensor().defined()) *it = it->toTensor().to(*device);
+  torch::jit::Stack results(args);
+  c10::Dispatcher::singleton().findSchemaOrThrow(route.cpu_op, route.cpu_overload).callBoxed(&results);
+  if (route.complete != nullptr) route.complete(args, results);
+  for (c10::IValue& v : results) {
+    if (v.isTensor() && v.toTensor().defined()) v = v.toTensor().to(*device);
+    stack->push_back(std::move(v));
   }
 }
 

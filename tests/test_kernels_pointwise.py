@@ -35,7 +35,7 @@ ULP = {
     "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 2, "log1p": 1,
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
     "sinh": 2, "cosh": 1, "tanh": 2, "atanh": 2, "erf": 1, "erfc": 3, "sigmoid": 3, "silu": 4,
-    "elu": 1, "elu_scaled": 1, "elu_backward": 2,
+    "elu": 2, "elu_scaled": 2, "elu_backward": 2,
 }
 # float16: ATen computes in float and rounds, so a float difference survives as at most 1 ulp; but
 # ATen's float16 erf is 0.6% off for |x| < 1e-4, where the result is a float16 subnormal (5 ulp).
@@ -83,6 +83,12 @@ def scalar_tail(*xs):
     n = xs[0].numel()
     per_iteration = 2 * 64 // xs[0].element_size()
     return torch.arange(n) >= n - n % per_iteration
+
+
+def nan_in_tail(i):
+    """A skip: NaN operand `i` in ATen's scalar tail, which compares it the other way round from
+    its vector loop (hardtanh_backward, elu_backward: the vector loop's blend takes the other branch)."""
+    return lambda *xs: scalar_tail(*xs) & xs[i].isnan()
 
 
 def tail_of(*dtypes):
@@ -166,13 +172,15 @@ OPS = [
     u("hardtanh_out", lambda x: torch.ops.aten.hardtanh.out(x, -1.5, 2.0, out=torch.empty(0, dtype=x.dtype,
       device=x.device)), FLOATS, ("hardtanh.out",)),
     b("hardtanh_backward", lambda g, x: torch.ops.aten.hardtanh_backward(g, x, -1.5, 2.0), FLOATS,
-      ("hardtanh_backward",)),
+      ("hardtanh_backward",), skip=nan_in_tail(1)),
     b("hardtanh_backward_out", lambda g, x: torch.ops.aten.hardtanh_backward.grad_input(
       g, x, -1.5, 2.0, grad_input=torch.empty(0, dtype=x.dtype, device=x.device)), FLOATS,
-      ("hardtanh_backward.grad_input",)),
+      ("hardtanh_backward.grad_input",), skip=nan_in_tail(1)),
     b("sigmoid_backward", torch.ops.aten.sigmoid_backward, FLOATS, ("sigmoid_backward.grad_input",)),
     b("tanh_backward", torch.ops.aten.tanh_backward, FLOATS, ("tanh_backward.grad_input",)),
-    b("silu_backward", torch.ops.aten.silu_backward, (F32,), ("silu_backward.grad_input",)),
+    # the functional silu_backward decomposes (CompositeImplicitAutograd); its out= overload is the kernel
+    b("silu_backward", lambda g, x: torch.ops.aten.silu_backward.grad_input(
+      g, x, grad_input=torch.empty(0, dtype=x.dtype, device=x.device)), (F32,), ("silu_backward.grad_input",)),
     b("gelu_backward", torch.ops.aten.gelu_backward, (F32,), ("gelu_backward.grad_input",)),
     b("gelu_backward_tanh", lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate="tanh"), (F32,),
       ("gelu_backward.grad_input",)),
@@ -182,9 +190,9 @@ OPS = [
     u("elu", lambda x: F.elu(x, 1.3), FLOATS),
     u("elu_scaled", lambda x: torch.ops.aten.elu(x, 1.3, 1.05, 0.7), FLOATS, ("elu.out",)),
     b("elu_backward", lambda g, x: torch.ops.aten.elu_backward(g, 1.3, 1.05, 0.7, False, x), FLOATS,
-      ("elu_backward.grad_input",)),
+      ("elu_backward.grad_input",), skip=nan_in_tail(1)),
     b("elu_backward_result", lambda g, y: torch.ops.aten.elu_backward(g, 1.3, 1.05, 0.7, True, y), FLOATS,
-      ("elu_backward.grad_input",)),
+      ("elu_backward.grad_input",), skip=nan_in_tail(1)),
     # mse_loss's elementwise part and its gradient (the reductions: tests/test_kernels_loss.py)
     b("mse", lambda x, y: F.mse_loss(x, y, reduction="none"), FLOATS, ("mse_loss.out",)),
     Op("mse_backward", ("mse_loss_backward",), lambda g, x, t: torch.ops.aten.mse_loss_backward(g, x, t, 0), 3,
@@ -275,6 +283,7 @@ def scaled_error(actual: torch.Tensor, expected: torch.Tensor, *args: torch.Tens
     if same.all():
         return 0.0
     scale = args[0].abs() if len(args) == 1 else args[0].abs() * (1 + args[1].abs())
+    scale = scale.clamp_min(torch.finfo(actual.dtype).tiny)  # subnormal results: one subnormal ulp is fine
     return float(((actual - expected).abs()[~same] / scale[~same]).max())
 
 

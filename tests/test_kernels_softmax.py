@@ -2,7 +2,9 @@
 
 Device-resident and non-contiguous inputs, every dim, a dim of size 1, a row past the reduction
 tile, -inf entries; every XCL_OPT level; nothing may fall back. exp differs from ATen's by an ulp
-(docs/kernels.md), hence tolerances a few ulps wide.
+(docs/kernels.md), hence tolerances a few ulps wide. float16 computes in float and rounds once; its
+reference is the CPU's float32 result rounded to float16 (ATen's float16 log_softmax rounds
+intermediate results: 2-3% off where x - max - log(sum) cancels).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import torch
 import aten_fpga
 from cnn_support import assert_ran, close, level, on_device  # noqa: F401 (level is a fixture)
 
-TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-4)}
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3)}
 SHAPES = [((5, 37), 1), ((5, 37), 0), ((4, 3, 6), 1), ((4, 1, 6), 1), ((3, 5000), -1), ((7,), 0)]
 
 
@@ -26,14 +28,14 @@ def test_softmax(level, shape, dim, dtype, log):
     x.view(-1)[::7] = -float("inf")  # masked entries, as attention masks make them
     grad = torch.randn(shape, generator=g).to(dtype)
     fn = torch.log_softmax if log else torch.softmax
-    xc = x.clone().requires_grad_()
+    xc = x.float().clone().requires_grad_()
     yc = fn(xc, dim)
-    yc.backward(grad)
+    yc.backward(grad.float())
     xf = on_device(x, True)
     yf = fn(xf, dim)
     yf.backward(on_device(grad))
-    close(yf.detach(), yc.detach(), **TOL[dtype])
-    close(xf.grad, xc.grad, **TOL[dtype])
+    close(yf.detach(), yc.detach().to(dtype), **TOL[dtype])
+    close(xf.grad, xc.grad.to(dtype), **TOL[dtype])
     name = "_log_softmax" if log else "_softmax"
     assert_ran(f"{name}.out", f"{name}_backward_data.out")
 

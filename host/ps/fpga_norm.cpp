@@ -3,8 +3,7 @@
 // variance in one pass without cancellation (reduce/std_var: Chan's pairwise update, accumulated
 // in double for float32) -- and the normalization, the running statistics and the gradients are
 // pointwise kernels over per-channel (or per-row) vectors broadcast on the device. float16
-// computes in float and rounds once, as ATen's CPU kernels do. group_norm's forward is ATen's
-// composite, which reaches native_batch_norm.
+// computes in float and rounds once, as ATen's CPU kernels do.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 
@@ -136,7 +135,7 @@ Rows rows(const at::Tensor& input, size_t normalized_dims) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm(const KernelRef& kernel,
                                                                       const at::Tensor& input,
-                                                                      c10::SymIntArrayRef normalized_shape,
+                                                                      at::IntArrayRef normalized_shape,
                                                                       const std::optional<at::Tensor>& weight,
                                                                       const std::optional<at::Tensor>& bias,
                                                                       double eps) {
@@ -153,7 +152,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm(const Kern
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
     const KernelRef& kernel, const at::Tensor& grad_out, const at::Tensor& input,
-    c10::SymIntArrayRef normalized_shape, const at::Tensor& mean, const at::Tensor& rstd,
+    at::IntArrayRef normalized_shape, const at::Tensor& mean, const at::Tensor& rstd,
     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   kernel_for(kernel, input.scalar_type(), input.device());
   const Rows r = rows(input, normalized_shape.size());
@@ -174,7 +173,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
   return {grad_input, grad_weight, grad_bias};
 }
 
-// --- group_norm's backward: layer_norm's within each (sample, group) -----------------------------
+// --- group_norm: layer_norm's statistics within each (sample, group), weights per channel ---------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_group_norm(const KernelRef& kernel, const at::Tensor& input,
+                                                                      const std::optional<at::Tensor>& weight,
+                                                                      const std::optional<at::Tensor>& bias, int64_t N,
+                                                                      int64_t C, int64_t HxW, int64_t group,
+                                                                      double eps) {
+  kernel_for(kernel, input.scalar_type(), input.device());
+  TORCH_CHECK(group > 0 && C % group == 0, "group_norm: ", C, " channels do not split into ", group, " groups");
+  const at::Tensor x = opmath(input).reshape({N, group, C / group * HxW});
+  const at::Tensor mean = at::mean(x, 2, /*keepdim=*/true);
+  const at::Tensor rstd = invstd(at::var(x, 2, /*correction=*/0, /*keepdim=*/true), eps);
+  at::Tensor y = at::mul(at::sub(x, mean), rstd).view({N, C, HxW});
+  if (defined(weight)) y = at::mul(y, weight->view({1, C, 1}));
+  if (defined(bias)) y = at::add(y, bias->view({1, C, 1}));
+  const at::ScalarType dtype = input.scalar_type();
+  return {y.view(input.sizes()).to(dtype), mean.view({N, group}).to(dtype), rstd.view({N, group}).to(dtype)};
+}
+
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_group_norm_backward(
     const KernelRef& kernel, const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,

@@ -45,19 +45,22 @@ def image() -> str:
 
 
 def stats() -> dict[str, dict[str, int]]:
-    """Per ATen op: how many times it ran as an FPGA kernel and how many times on the CPU."""
+    """Per ATen op: how many times it ran on the FPGA (a run counts only when the op launched at
+    least one kernel) and how many times it fell back to the CPU."""
     return {op: {"fpga": r["fpga"], "cpu_fallback": r["cpu_fallback"]}
             for op, r in report().items() if r["fpga"] or r["cpu_fallback"]}
 
 
 def report() -> dict[str, dict[str, float]]:
-    """Per ATen op: FPGA launches, CPU fallbacks, bytes synced host->device and device->host
-    (the traffic a card would see over PCIe), and seconds spent in FPGA kernels (syncs,
-    device-side copies and runs) and on the host (CPU fallback and copies, their syncs included).
-    Syncs outside any op are under "(outside ops)"; copies are under "_copy_from"."""
+    """Per ATen op: FPGA runs, the kernel launches they made (in all, and per kernel), CPU
+    fallbacks, bytes synced host->device and device->host (the traffic a card would see over
+    PCIe), and seconds spent in FPGA kernels (syncs, device-side copies and runs) and on the host
+    (CPU fallback and copies, their syncs included). Syncs outside any op are under
+    "(outside ops)"; copies are under "_copy_from"."""
     rows = {}
-    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns) in sorted(_C.stats().items()):
-        rows[op] = {"fpga": fpga, "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
+    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns, launches, kernels) in sorted(_C.stats().items()):
+        rows[op] = {"fpga": fpga, "launches": launches, "kernels": dict(sorted(kernels.items())),
+                    "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
                     "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9}
     return rows
 
@@ -81,8 +84,8 @@ def format_stats() -> str:
 def format_report() -> str:
     """report() as a table, the ops that moved the most bytes first."""
     rows = sorted(report().items(), key=lambda kv: -(kv[1]["bytes_to_device"] + kv[1]["bytes_to_host"]))
-    return _table(["op", "fpga", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"],
-                  [[op, str(r["fpga"]), str(r["cpu_fallback"]), _bytes(r["bytes_to_device"]), _bytes(r["bytes_to_host"]),
+    return _table(["op", "fpga", "launches", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"],
+                  [[op, str(r["fpga"]), str(r["launches"]), str(r["cpu_fallback"]), _bytes(r["bytes_to_device"]), _bytes(r["bytes_to_host"]),
                     f"{r['fpga_seconds'] * 1e3:.3f}", f"{r['cpu_seconds'] * 1e3:.3f}"] for op, r in rows])
 
 

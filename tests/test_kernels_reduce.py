@@ -66,7 +66,11 @@ def run(fn, x, view=lambda t: t, stat=None, exact=False, wide=True):
     torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **tol)
     if stat is not None:
         s = aten_fpga.stats().get(stat, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (stat, aten_fpga.stats())
+        # An FPGA run is an op that launched a kernel. With one element per output, several of
+        # ATen's impls skip the stub (argmax fills 0, all/any copy the input, the norm is an abs):
+        # no reduction kernel then, and no fallback either.
+        trivial = x.numel() == max(1, expected.numel())
+        assert s["cpu_fallback"] == 0 and (s["fpga"] >= 1 or trivial), (stat, aten_fpga.stats())
 
 
 def dims_call(f):

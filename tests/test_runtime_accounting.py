@@ -27,10 +27,15 @@ def test_report_counts_launches_fallbacks_and_bytes_each_way():
     assert op_report("_copy_from")["bytes_to_host"] == 4000
     assert rep["add.out"]["fpga_seconds"] > 0 and rep["lgamma.out"]["cpu_seconds"] > 0
     assert rep["add.out"]["cpu_seconds"] == 0 and rep["lgamma.out"]["fpga_seconds"] == 0
+    # each FPGA run launched one kernel, named per kernel
+    assert rep["add.out"]["launches"] == 2 and rep["add.out"]["kernels"] == {"v_add_float32": 2}
+    assert rep["mul.out"]["kernels"] == {"v_mul_float32": 1}
+    assert rep["lgamma.out"]["launches"] == 0 and rep["lgamma.out"]["kernels"] == {}
     del host
     text = aten_fpga.format_report()
-    assert text.splitlines()[0].split() == ["op", "fpga", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"]
-    assert any(line.split()[:3] == ["add.out", "2", "0"] for line in text.splitlines())
+    assert text.splitlines()[0].split() == ["op", "fpga", "launches", "cpu_fallback", "to_device", "to_host",
+                                            "fpga_ms", "cpu_ms"]
+    assert any(line.split()[:4] == ["add.out", "2", "2", "0"] for line in text.splitlines())
     aten_fpga.reset_stats()
     assert aten_fpga.report() == {} and aten_fpga.stats() == {}
 
@@ -88,3 +93,27 @@ def test_fallback_policy(policy):
 def test_bad_fallback_policy_is_named():
     r = run_python("import torch, aten_fpga; torch.lgamma(torch.ones(2, device='fpga'))", ATEN_FPGA_FALLBACK="loud")
     assert r.returncode != 0 and "ATEN_FPGA_FALLBACK='loud': expected silent, warn or error" in r.stderr
+
+
+def test_reductions_share_the_launch_path():
+    # A reduction is booked like a pointwise op: its run, launch, syncs and time go to its op (not
+    # to "(outside ops)"), and its launch is a named range in the profiler.
+    a = torch.randn(4096)
+    x = a.to("fpga")  # host copy newer: the reduction syncs it to the device
+    aten_fpga.reset_stats()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        s = x.sum()
+    exact(s, a.sum())
+    rep = aten_fpga.report()
+    assert rep["sum.IntList_out"]["fpga"] == 1 and rep["sum.IntList_out"]["kernels"] == {"v_sum_float32": 1}
+    assert rep["sum.IntList_out"]["bytes_to_device"] == 4096 * 4 and rep["sum.IntList_out"]["fpga_seconds"] > 0
+    assert "(outside ops)" not in rep
+    assert [e.name for e in prof.events()].count("v_sum_float32") == 1
+
+
+def test_an_op_that_launches_no_kernel_is_no_fpga_run():
+    x = torch.randn(0).to("fpga")
+    aten_fpga.reset_stats()
+    y = x + x  # empty: ATen's meta and impl run, but no kernel is launched
+    assert y.shape == (0,)
+    assert aten_fpga.stats() == {}

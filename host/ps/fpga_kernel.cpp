@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
-#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/DynamicCast.h>
 #include <c10/util/SmallVector.h>
@@ -17,8 +16,8 @@
 #include <vector>
 
 #include "allocator.h"
+#include "launch.h"
 #include "runtime.h"
-#include "stats.h"
 
 namespace aten_fpga {
 
@@ -33,9 +32,6 @@ struct KernelTable {
 namespace {
 
 constexpr int kDtypes = static_cast<int>(at::ScalarType::NumOptions);
-
-// Below this many elements per CU, splitting costs more than it saves.
-constexpr int64_t kMinElementsPerCU = 1 << 14;
 
 const char* dtype_name(at::ScalarType t) {
   switch (t) {
@@ -248,16 +244,13 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
   const at::ScalarType dtype = kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
   const c10::Device where = iter.device(0);
-  const KernelInfo* info = &kernel_for(kernel, dtype, where);
-  Device& dev = device(where.index());
+  KernelLaunch launch(kernel, dtype, where);
+  const KernelInfo& info = launch.info();
 
   const int nt = iter.ntensors(), nout = iter.noutputs();
-  TORCH_CHECK(info->args.size() == nt + scalars.size() + 1, info->name, " takes ", info->args.size(),
-              " arguments; the op passes ", nt, " tensors, ", scalars.size(),
-              " scalars and the size (template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars')");
+  launch.expect_args(nt + scalars.size() + 1, "template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars'");
   const int64_t n = iter.numel();
   if (n == 0) return;
-  KernelBooking booking;
   c10::DeviceGuard guard(where);
 
   // Kernel ports in order: the inputs, then the outputs; each in the dtype the kernel declares.
@@ -265,43 +258,26 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   c10::SmallVector<size_t, 4> elsize(nt);
   for (int p = 0; p < nt; ++p) {
     const int arg = p < nt - nout ? nout + p : p - (nt - nout);
-    const at::ScalarType pdtype = port_dtype(info->args[p], info->name);
+    const at::ScalarType pdtype = port_dtype(info.args[p], info.name);
     elsize[p] = c10::elementSize(pdtype);
-    const int word = std::max<int>(info->args[p].bytes, iter.element_size(arg));
+    const int word = std::max<int>(info.args[p].bytes, iter.element_size(arg));
     ports[p] = arg < nout ? output_port(iter, arg, pdtype, word) : input_port(iter, arg, pdtype, word);
   }
   for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc);
   for (int p = nt - nout; p < nt; ++p) prepare_device_write(ports[p].alloc, ports[p].offset, n * elsize[p]);
-  c10::SmallVector<uint64_t, 4> scalar_bits;
-  for (size_t s = 0; s < scalars.size(); ++s) {
-    scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, dtype), info->args[nt + s]));
-  }
+  c10::SmallVector<c10::Scalar, 4> values;
+  for (size_t s = 0; s < scalars.size(); ++s) values.push_back(scalar_or_default(kernel, scalars, s, dtype));
 
-  // Split the range across the compute units, at whole port words (every port has as many
+  // Split the range across the compute units at whole port words (every port has as many
   // elements per word: a vector port's lanes).
-  const int64_t lanes = std::max<int64_t>(1, info->args[0].bytes / static_cast<int64_t>(elsize[0]));
-  const int64_t cus = std::max<int64_t>(1, std::min<int64_t>(info->cus, n / kMinElementsPerCU));
-  const int64_t per_cu = (n + cus - 1) / cus;
-  const int64_t chunk = (per_cu + lanes - 1) / lanes * lanes;
-  // Reused per thread: a launch allocates no argument lists once they have grown.
-  thread_local std::vector<std::vector<KernelArg>> runs;
-  runs.resize(cus);
-  int64_t cu = 0;
-  for (int64_t start = 0; start < n; start += chunk, ++cu) {
-    const int64_t len = std::min(chunk, n - start);
-    std::vector<KernelArg>& args = runs[cu];
-    args.clear();
-    for (int p = 0; p < nt; ++p) args.push_back({ports[p].alloc->buffer.get(), ports[p].offset + start * elsize[p], 0});
-    for (uint64_t bits : scalar_bits) args.push_back({nullptr, 0, bits});
-    args.push_back({nullptr, 0, static_cast<uint64_t>(len)});
+  const int64_t lanes = std::max<int64_t>(1, info.args[0].bytes / static_cast<int64_t>(elsize[0]));
+  for (const CuRange& r : launch.split(n, lanes)) {
+    RunArgs args = launch.add_run();
+    for (int p = 0; p < nt; ++p) args.buffer(ports[p].alloc, ports[p].offset + r.begin * elsize[p]);
+    for (const c10::Scalar& v : values) args.scalar(v);
+    args.size(r.size());
   }
-  {
-    // The launch as a named range in torch.profiler (free when no profiler is active).
-    at::RecordFunction range(at::RecordScope::FUNCTION);
-    if (range.isActive()) range.before(std::string_view(info->name));
-    runs.resize(cu);
-    dev.run(*info, runs);
-  }
+  launch.run();
 
   for (int p = nt - nout; p < nt; ++p) {
     mark_device_written(ports[p].alloc);
@@ -310,7 +286,6 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
       iter_view(iter, arg).copy_(ports[p].tensor);  // on the device: scatter and cast back
     }
   }
-  booking.done();
 }
 
 }  // namespace aten_fpga

@@ -19,13 +19,10 @@
 #include "FPGAType.h"
 #include "allocator.h"
 #include "fpga_kernel.h"
-#include "runtime.h"
+#include "launch.h"
 
 namespace aten_fpga {
 namespace {
-
-// Below this many input elements per CU, splitting the rows costs more than it saves.
-constexpr int64_t kMinElementsPerCU = 1 << 14;
 
 // The iterator's dims split into kept and reduced ones, each outermost first, with the operands'
 // element strides: the [outer, inner] problem the kernel solves.
@@ -94,11 +91,10 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel,
                         "fpga_reduce drives single-output reductions; ", kernel.name, " is not one");
   const c10::Device where = iter.device(0);
   const at::ScalarType in_dtype = iter.dtype(1);  // the kernels are named by their input dtype
-  const KernelInfo& info = kernel_for(kernel, in_dtype, where);
+  KernelLaunch launch(kernel, in_dtype, where);
+  const KernelInfo& info = launch.info();
   const size_t nscalars = scalars.size();  // the arguments: in, out, the scalars, outer, inner
-  TORCH_CHECK(info.args.size() == nscalars + 4 && info.args[0].is_pointer && info.args[1].is_pointer,
-              info.name, " takes ", info.args.size(), " arguments; the stub passes ", scalars.size(),
-              " scalars (template and stub disagree: fix kernels/hls/reduce/ops.yaml 'scalars')");
+  launch.expect_args(nscalars + 4, "template and stub disagree: fix kernels/hls/reduce/ops.yaml 'scalars'");
   TORCH_CHECK(info.args[1].bytes == iter.element_size(0), info.name, " writes ", info.args[1].bytes,
               "-byte elements but the op's output is ", iter.dtype(0),
               " (fix the op's 'out' in kernels/hls/reduce/ops.yaml)");
@@ -139,28 +135,18 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel,
   sync_to_device(in_alloc);
   prepare_device_write(out_alloc, out_offset, r.outer * out_size);
 
-  std::vector<uint64_t> scalar_bits;
-  for (size_t s = 0; s < nscalars; ++s) {
-    scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, in_dtype), info.args[2 + s]));
-  }
+  c10::SmallVector<c10::Scalar, 2> values;
+  for (size_t s = 0; s < nscalars; ++s) values.push_back(scalar_or_default(kernel, scalars, s, in_dtype));
 
   // Each CU reduces its own block of whole rows.
-  const int64_t elements = r.outer * std::max<int64_t>(1, r.inner);
-  const int64_t cus = std::max<int64_t>(1, std::min({static_cast<int64_t>(info.cus), r.outer,
-                                                     elements / kMinElementsPerCU}));
-  const int64_t per_cu = (r.outer + cus - 1) / cus;
-  std::vector<std::vector<KernelArg>> runs;
-  for (int64_t row = 0; row < r.outer; row += per_cu) {
-    const int64_t rows = std::min(per_cu, r.outer - row);
-    std::vector<KernelArg> args;
-    args.push_back({in_alloc->buffer.get(), in_offset + static_cast<size_t>(row * pitch * in_size), 0});
-    args.push_back({out_alloc->buffer.get(), out_offset + static_cast<size_t>(row * out_size), 0});
-    for (uint64_t bits : scalar_bits) args.push_back({nullptr, 0, bits});
-    args.push_back({nullptr, 0, static_cast<uint64_t>(rows)});
-    args.push_back({nullptr, 0, static_cast<uint64_t>(r.inner)});
-    runs.push_back(std::move(args));
+  for (const CuRange& rows : launch.split(r.outer, 1, std::max<int64_t>(1, r.inner))) {
+    RunArgs args = launch.add_run();
+    args.buffer(in_alloc, in_offset + static_cast<size_t>(rows.begin * pitch * in_size))
+        .buffer(out_alloc, out_offset + static_cast<size_t>(rows.begin * out_size));
+    for (const c10::Scalar& v : values) args.scalar(v);
+    args.size(rows.size()).size(r.inner);
   }
-  device(where.index()).run(info, runs);
+  launch.run();
   mark_device_written(out_alloc);
   if (!direct) out_view.copy_(out.view(r.kept));  // on the device: scatter into the strided output
 }

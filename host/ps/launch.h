@@ -61,6 +61,7 @@ class RunArgs {
 class KernelLaunch {
  public:
   KernelLaunch(const KernelRef& ref, at::ScalarType dtype, c10::Device where);
+  ~KernelLaunch();
   KernelLaunch(const KernelLaunch&) = delete;
   KernelLaunch& operator=(const KernelLaunch&) = delete;
 
@@ -86,6 +87,7 @@ class KernelLaunch {
   KernelBooking booking_;
   const KernelInfo* info_;
   Device* device_;
+  size_t depth_;  // launches nest: a driver's operand copies may be kernels themselves
   size_t runs_ = 0;
 };
 

@@ -92,11 +92,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", [] {
     py::dict out;
     for (const auto& [op, c] : aten_fpga::stats_snapshot()) {
+      py::dict kernels;
+      for (const auto& [k, n] : c.kernels) kernels[py::str(k)] = n;
       out[py::str(op)] = py::make_tuple(c.fpga_runs, c.cpu_fallbacks, c.bytes_to_device, c.bytes_to_host,
-                                        c.fpga_ns, c.cpu_ns);
+                                        c.fpga_ns, c.cpu_ns, c.launches, kernels);
     }
     return out;
-  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns)}");
+  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, {kernel: launches})}");
   m.def("reset_stats", &aten_fpga::reset_stats);
   m.def("memory_stats", &memory_stats_dict, py::arg("device") = 0);
   m.def("reset_peak_memory_stats", &aten_fpga::reset_peak_memory_stats, py::arg("device") = 0);

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include <c10/util/SmallVector.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,7 @@ struct ThreadAccount {
   OpStats* scope = nullptr;
   bool in_kernel = false;
   int64_t pending_ns = 0, pending_to_device = 0, pending_to_host = 0;
+  c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
 };
 thread_local ThreadAccount account;
 
@@ -41,6 +44,13 @@ int64_t RunCounter::fetch_add(int64_t n, std::memory_order order) {
     owner_->bytes_to_host.fetch_add(a.pending_to_host, std::memory_order_relaxed);
     a.pending_ns = a.pending_to_device = a.pending_to_host = 0;
   }
+  if (a.pending_launches.empty()) return n_.load(std::memory_order_relaxed);  // no kernel ran: no FPGA run
+  owner_->launches.fetch_add(static_cast<int64_t>(a.pending_launches.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(owner_->kernels_mu);
+    for (const std::string* k : a.pending_launches) owner_->kernels[*k] += 1;
+  }
+  a.pending_launches.clear();
   return n_.fetch_add(n, order);
 }
 
@@ -74,12 +84,17 @@ void KernelBooking::done() { done_ = true; }
 KernelBooking::~KernelBooking() {
   if (!outer_) return;
   account.in_kernel = false;
-  account.pending_ns += now_ns() - start_ns_;
-  if (!done_) {  // no run will be counted: the bytes moved all the same
+  const bool moved = account.pending_to_device | account.pending_to_host;
+  if (done_ || moved) account.pending_ns += now_ns() - start_ns_;
+  if (!done_ && moved) {
+    // No kernel ran (it was unavailable, the op was empty, or it failed): its syncs happened all
+    // the same and count somewhere.
     RunCounter& orphan = unattributed().fpga_runs;
     orphan.fetch_add(0);
   }
 }
+
+void record_launch(const std::string& kernel) { account.pending_launches.push_back(&kernel); }
 
 void record_sync(bool to_device, int64_t bytes) {
   ThreadAccount& a = account;
@@ -95,10 +110,14 @@ std::map<std::string, OpCounts> stats_snapshot() {
   std::lock_guard<std::mutex> g(mu);
   std::map<std::string, OpCounts> out;
   for (const auto& [name, s] : table()) {
-    const OpCounts c{s->fpga_runs.load(), s->cpu_fallbacks.load(), s->bytes_to_device.load(),
-                     s->bytes_to_host.load(), s->fpga_ns.load(), s->cpu_ns.load()};
+    OpCounts c{s->fpga_runs.load(), s->cpu_fallbacks.load(), s->bytes_to_device.load(),
+               s->bytes_to_host.load(), s->fpga_ns.load(), s->cpu_ns.load(), s->launches.load(), {}};
+    {
+      std::lock_guard<std::mutex> k(s->kernels_mu);
+      c.kernels = s->kernels;
+    }
     if (c.fpga_runs || c.cpu_fallbacks || c.bytes_to_device || c.bytes_to_host || c.fpga_ns || c.cpu_ns) {
-      out.emplace(name, c);
+      out.emplace(name, std::move(c));
     }
   }
   return out;
@@ -109,7 +128,9 @@ void reset_stats() {
   for (auto& kv : table()) {
     OpStats& s = *kv.second;
     s.fpga_runs.reset();
-    for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns}) c->store(0);
+    for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches}) c->store(0);
+    std::lock_guard<std::mutex> k(s.kernels_mu);
+    s.kernels.clear();
   }
 }
 

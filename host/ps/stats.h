@@ -1,5 +1,5 @@
-// Per-op accounting: how often each ATen op ran as an FPGA kernel and how often it fell back to
-// the CPU, the bytes it synced between host shadow and device copy, and its time. Counters are
+// Per-op accounting: how often each ATen op ran on the FPGA (launched at least one kernel) and how
+// often it fell back to the CPU, which kernels it launched how often, the bytes it synced between host shadow and device copy, and its time. Counters are
 // atomics reached through a reference cached per call site, so counting costs a few relaxed adds.
 //
 // Attribution: an OpScope (the CPU fallback, copies, .item(), resize) makes its op the target of
@@ -12,14 +12,15 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
 namespace aten_fpga {
 
 struct OpStats;
 
-// The FPGA run counter: an atomic whose increment also books the thread's pending kernel time
-// and syncs for its op.
+// The FPGA run counter: an atomic whose increment also books the thread's pending kernel time,
+// syncs and launches for its op, and which counts only when there were launches.
 class RunCounter {
  public:
   explicit RunCounter(OpStats* owner) : owner_(owner) {}
@@ -41,6 +42,9 @@ struct OpStats {
   std::atomic<int64_t> bytes_to_host{0};
   std::atomic<int64_t> fpga_ns{0};  // time in fpga_kernel (syncs, device-side copies, the runs)
   std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
+  std::atomic<int64_t> launches{0};  // kernel launches (one per KernelLaunch::run, all CUs)
+  std::mutex kernels_mu;
+  std::map<std::string, int64_t> kernels;  // launches per kernel name
 };
 
 // The counters of one op ("add.out"), created on first use; the reference stays valid.
@@ -77,9 +81,13 @@ class KernelBooking {
 };
 // A sync between host shadow and device copy of `bytes`, booked to the thread's current op.
 void record_sync(bool to_device, int64_t bytes);
+// A kernel launch (KernelLaunch::run), booked to the op whose wrapper counts the run next on this
+// thread. `kernel` must stay valid until then (it is the image's kernel name).
+void record_launch(const std::string& kernel);
 
 struct OpCounts {
-  int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns;
+  int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches;
+  std::map<std::string, int64_t> kernels;
 };
 std::map<std::string, OpCounts> stats_snapshot();
 void reset_stats();

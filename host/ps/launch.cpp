@@ -1,0 +1,107 @@
+#include "launch.h"
+
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "allocator.h"
+#include "runtime.h"
+
+namespace aten_fpga {
+
+const KernelArgInfo& RunArgs::next(bool pointer) {
+  const size_t i = args_->size();
+  TORCH_CHECK(i < info_->args.size(), info_->name, " takes ", info_->args.size(),
+              " arguments; the host passes more (the kernel's ops.yaml and its host driver disagree)");
+  const KernelArgInfo& arg = info_->args[i];
+  TORCH_CHECK(arg.is_pointer == pointer, info_->name, ": argument ", i, " (", arg.name, ") is a ",
+              arg.is_pointer ? "buffer" : "scalar", " but the host passes a ", pointer ? "buffer" : "scalar",
+              " (the kernel's ops.yaml and its host driver disagree)");
+  return arg;
+}
+
+RunArgs& RunArgs::buffer(Allocation* a, size_t byte_offset) {
+  next(true);
+  TORCH_INTERNAL_ASSERT(a != nullptr, info_->name, ": a buffer argument has no device allocation");
+  args_->push_back({a->buffer.get(), byte_offset, 0});
+  return *this;
+}
+
+RunArgs& RunArgs::scalar(const c10::Scalar& value) {
+  const KernelArgInfo& arg = next(false);
+  args_->push_back({nullptr, 0, encode_scalar(value, arg)});
+  return *this;
+}
+
+RunArgs& RunArgs::bits(uint64_t raw) {
+  next(false);
+  args_->push_back({nullptr, 0, raw});
+  return *this;
+}
+
+RunArgs& RunArgs::size(int64_t n) {
+  TORCH_INTERNAL_ASSERT(n >= 0, info_->name, ": negative size ", n);
+  return bits(static_cast<uint64_t>(n));
+}
+
+void KernelLaunch::expect_args(size_t n, const char* fix) const {
+  TORCH_CHECK(info_->args.size() == n, info_->name, " takes ", info_->args.size(), " arguments; the host passes ", n,
+              " (", fix, ")");
+}
+
+c10::SmallVector<CuRange, 8> KernelLaunch::split(int64_t items, int64_t granule, int64_t elements_per_item) const {
+  c10::SmallVector<CuRange, 8> out;
+  if (items <= 0) return out;
+  const int64_t elements = items * std::max<int64_t>(1, elements_per_item);
+  const int64_t units = std::max<int64_t>(1, std::min<int64_t>({static_cast<int64_t>(info_->cus), items,
+                                                                elements / kMinElementsPerCU}));
+  const int64_t per_unit = (items + units - 1) / units;
+  const int64_t chunk = (per_unit + granule - 1) / granule * granule;
+  for (int64_t begin = 0; begin < items; begin += chunk) out.push_back({begin, std::min(items, begin + chunk)});
+  return out;
+}
+
+namespace {
+// Argument lists reused per thread, one set per nesting depth (a driver preparing its operands may
+// launch copy kernels of its own): a launch allocates nothing once they have grown.
+thread_local std::vector<std::vector<std::vector<KernelArg>>> tls_runs;
+thread_local size_t tls_depth = 0;
+}  // namespace
+
+KernelLaunch::KernelLaunch(const KernelRef& ref, at::ScalarType dtype, c10::Device where)
+    : info_(&kernel_for(ref, dtype, where)), device_(&aten_fpga::device(where.index())), depth_(tls_depth++) {
+  if (tls_runs.size() <= depth_) tls_runs.resize(depth_ + 1);
+}
+
+KernelLaunch::~KernelLaunch() { --tls_depth; }
+
+RunArgs KernelLaunch::add_run() {
+  auto& runs = tls_runs[depth_];
+  if (runs.size() <= runs_) runs.emplace_back();
+  std::vector<KernelArg>& args = runs[runs_++];
+  args.clear();
+  return RunArgs(*info_, args);
+}
+
+void KernelLaunch::run() {
+  if (runs_ == 0) return;
+  auto& runs = tls_runs[depth_];
+  runs.resize(runs_);
+  for (size_t u = 0; u < runs_; ++u) {
+    TORCH_CHECK(runs[u].size() == info_->args.size(), info_->name, " takes ", info_->args.size(),
+                " arguments; compute unit ", u, " was given ", runs[u].size(),
+                " (the kernel's ops.yaml and its host driver disagree)");
+  }
+  {
+    // The launch as a named range in torch.profiler (free when no profiler is active).
+    at::RecordFunction range(at::RecordScope::FUNCTION);
+    if (range.isActive()) range.before(std::string_view(info_->name));
+    device_->run(*info_, runs);
+  }
+  record_launch(info_->name);
+  booking_.done();
+  runs_ = 0;
+}
+
+}  // namespace aten_fpga

@@ -9,6 +9,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <torch/library.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -205,4 +207,10 @@ at::Tensor& fpga_triu_out(const KernelRef& kernel, const at::Tensor& self, int64
   return triangle(kernel, self, diagonal, out, "triu");
 }
 
+}  // namespace aten_fpga
+
+namespace aten_fpga {
+// unfold is a view (sizes and strides over the same storage): ATen's own serves any device.
+// repeat builds its strided source with it before the copy kernel runs.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("unfold", TORCH_FN(at::native::unfold)); }
 }  // namespace aten_fpga

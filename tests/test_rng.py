@@ -1,0 +1,195 @@
+"""Random numbers on device "fpga" (kernels/hls/rng, host/ps/fpga_rng.cpp, host/ps/generator.h) at
+every XCL_OPT level. The device's Philox stream is not the CPU's (a Mersenne Twister), so values
+are tested statistically -- a Kolmogorov-Smirnov test against the distribution (scipy when
+installed, else the asymptotic critical value), and moments -- and for reproducibility: the same
+seed gives the same values at every level and split across any number of compute units."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import aten_fpga
+
+try:
+    from scipy import stats as sps
+except ImportError:  # pragma: no cover - the asymptotic KS bound below serves
+    sps = None
+
+LEVELS = (1, 2, 3, 4)
+N = 200_000  # several compute units and tiles
+ALPHA = 1e-4  # a fixed seed's test fails with this probability if the kernel is right
+
+
+@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
+def level(request):
+    aten_fpga.load(request.param)
+    yield request.param
+    aten_fpga.load(4)
+
+
+def ks_ok(sample, cdf):
+    """The sample passes a KS test against `cdf` (a numpy-vectorized CDF) at level ALPHA."""
+    x = np.sort(np.asarray(sample, dtype=np.float64))
+    n = len(x)
+    if sps is not None:
+        return sps.kstest(x, cdf).pvalue > ALPHA
+    f = cdf(x)
+    d = max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(0, n) / n))
+    return d < math.sqrt(-0.5 * math.log(ALPHA / 2)) / math.sqrt(n)
+
+
+def ran_on_fpga(op):
+    s = aten_fpga.stats().get(op, {})
+    return s.get("fpga", 0) >= 1 and s.get("cpu_fallback", 0) == 0
+
+
+def normal_cdf(x):
+    return 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) if sps is None else sps.norm.cdf(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_uniform(level, dtype):
+    torch.fpga.manual_seed(1)
+    aten_fpga.reset_stats()
+    x = torch.empty(N, dtype=dtype, device="fpga").uniform_(-2, 3)
+    assert ran_on_fpga("uniform_")
+    v = x.cpu().double().numpy()
+    assert v.min() >= -2 and v.max() <= 3
+    if dtype != torch.float16:  # float16 rounding makes the distribution discrete at 2^-9
+        assert ks_ok(v, lambda t: np.clip((t + 2) / 5, 0, 1))
+    assert abs(v.mean() - 0.5) < 5 * 5 / math.sqrt(12 * N)
+    r = torch.rand(1000, device="fpga")  # torch.rand: empty + uniform_(0, 1)
+    assert 0 <= r.min().item() and r.max().item() < 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_normal(level, dtype):
+    torch.fpga.manual_seed(2)
+    aten_fpga.reset_stats()
+    x = torch.randn(N, dtype=dtype, device="fpga") * 1
+    assert ran_on_fpga("normal_")
+    v = x.cpu().numpy()
+    assert ks_ok(v, normal_cdf)
+    assert abs(v.mean()) < 5 / math.sqrt(N) and abs(v.std() - 1) < 5 / math.sqrt(2 * N)
+    y = torch.empty(N, device="fpga").normal_(3, 0.5).cpu().numpy()
+    assert ks_ok((y - 3) / 0.5, normal_cdf)
+    assert np.isfinite(torch.randn(N, dtype=torch.float16, device="fpga").cpu().float().numpy()).all()
+
+
+def test_exponential(level):
+    torch.fpga.manual_seed(3)
+    aten_fpga.reset_stats()
+    v = torch.empty(N, device="fpga").exponential_(2.0).cpu().double().numpy()
+    assert ran_on_fpga("exponential_")
+    assert (v >= 0).all() and np.isfinite(v).all()
+    assert ks_ok(v, lambda t: 1 - np.exp(-2 * np.maximum(t, 0)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool, torch.int64])
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
+def test_bernoulli(level, dtype, p):
+    torch.fpga.manual_seed(4)
+    aten_fpga.reset_stats()
+    x = torch.empty(N, dtype=dtype, device="fpga").bernoulli_(p)
+    assert ran_on_fpga("bernoulli_.float")
+    v = x.cpu().double().numpy()
+    assert set(np.unique(v)) <= {0.0, 1.0}
+    assert abs(v.mean() - p) <= 5 * math.sqrt(p * (1 - p) / N)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bool])
+def test_random(level, dtype):
+    torch.fpga.manual_seed(5)
+    aten_fpga.reset_stats()
+    lo, hi = (0, 2) if dtype == torch.bool else (-3, 7)
+    x = torch.empty(N, dtype=dtype, device="fpga").random_(lo, hi)
+    assert ran_on_fpga("random_.from")
+    v = x.cpu().long().numpy()
+    counts = np.bincount(v - lo, minlength=hi - lo)
+    assert len(counts) == hi - lo and v.min() == lo and v.max() == hi - 1
+    if sps is not None:
+        assert sps.chisquare(counts).pvalue > ALPHA
+    y = torch.randint(0, 5, (N,), device="fpga").cpu()  # torch.randint: random_.from
+    assert y.min() == 0 and y.max() == 4
+    z = torch.empty(N, dtype=torch.int64, device="fpga").random_(10).cpu()  # random_.to
+    assert z.min() == 0 and z.max() == 9
+    f = torch.empty(N, device="fpga").random_().cpu()  # [0, 2^24]
+    assert f.min() >= 0 and f.max() <= 2**24 and f.max() > 2**23
+
+
+def test_invalid_parameters(level):
+    x = torch.empty(4, device="fpga")
+    with pytest.raises(RuntimeError, match="from=3.*to=1"):
+        x.uniform_(3, 1)
+    with pytest.raises(RuntimeError, match="std >= 0"):
+        x.normal_(0, -1)
+    with pytest.raises(RuntimeError, match="in \\[0, 1\\]"):
+        x.bernoulli_(1.5)
+
+
+def test_dropout(level):
+    torch.fpga.manual_seed(6)
+    x = (torch.randn(64, 1000) + 3).to("fpga") * 1  # valid only on the device
+    aten_fpga.reset_stats()
+    y = torch.nn.functional.dropout(x, 0.1, training=True)
+    assert ran_on_fpga("native_dropout")
+    yc, xc = y.cpu(), x.cpu()
+    kept = yc != 0
+    assert abs(kept.float().mean().item() - 0.9) < 5 * math.sqrt(0.09 / x.numel())
+    torch.testing.assert_close(yc[kept], xc[kept] / 0.9)
+    # the backward scales the same elements
+    xr = x.detach().requires_grad_()
+    torch.fpga.manual_seed(6)
+    y2 = torch.nn.functional.dropout(xr, 0.1, training=True)
+    assert torch.equal(y2.detach().cpu(), yc)  # reproducible for a seed
+    y2.sum().backward()
+    torch.testing.assert_close(xr.grad.cpu(), kept.float() / 0.9)
+
+
+def draw(seed, n=3 * 2**16 + 5):
+    torch.fpga.manual_seed(seed)
+    return torch.cat([torch.rand(n, device="fpga").cpu(), torch.randn(n, device="fpga").cpu(),
+                      torch.empty(n, device="fpga").bernoulli_(0.3).cpu()])
+
+
+def test_reproducible_across_levels_and_cus():
+    # 3 * 2^16 + 5 elements: four compute units at XCL_OPT 3, ragged words at XCL_OPT 4.
+    try:
+        runs = []
+        for lv in LEVELS:
+            aten_fpga.load(lv)
+            runs.append(draw(11))
+            assert torch.equal(draw(11), runs[-1])  # the same seed, the same values
+            assert not torch.equal(draw(12), runs[-1])
+    finally:
+        aten_fpga.load(4)
+    for r in runs[1:]:
+        assert torch.equal(r, runs[0])
+
+
+def test_generator_api():
+    g = torch.Generator(device="fpga")
+    assert g.device.type == "fpga"
+    g.manual_seed(7)
+    a = torch.rand(100, device="fpga", generator=g).cpu()
+    g.manual_seed(7)
+    assert torch.equal(torch.rand(100, device="fpga", generator=g).cpu(), a)
+    # torch.manual_seed seeds the device generator too
+    torch.manual_seed(8)
+    b = torch.rand(100, device="fpga").cpu()
+    torch.manual_seed(8)
+    assert torch.equal(torch.rand(100, device="fpga").cpu(), b)
+    assert torch.fpga.initial_seed() == 8
+    # state round trip: 16 bytes (seed, offset)
+    state = torch.fpga.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    c = torch.rand(100, device="fpga").cpu()
+    torch.fpga.set_rng_state(state)
+    assert torch.equal(torch.rand(100, device="fpga").cpu(), c)
+    s = torch.fpga.seed()
+    assert torch.fpga.initial_seed() == s
+    torch.fpga.manual_seed_all(9)
+    assert torch.fpga.initial_seed() == 9
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.fpga.set_rng_state(torch.zeros(8, dtype=torch.uint8))

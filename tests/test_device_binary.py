@@ -4,24 +4,13 @@ import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
+from runtime_support import exact
 
-
-@pytest.fixture(params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    aten_fpga.reset_stats()
-    yield request.param
-    aten_fpga.load(4)
+pytestmark = pytest.mark.usefixtures("fresh_stats")  # `level` (conftest.py) loads each image
 
 
 def fpga(t):
     return t.to("fpga")
-
-
-def exact(actual, expected):
-    assert actual.device.type == "fpga"
-    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
 
 
 def ran_on_fpga(op, times=1):

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 LENGTHS = (0, 1, 37, 4133)  # 37 and 4133: no multiple of 16/32/64 lanes; 4133 > one tile
 
 F32, F16, C64, I32, I64, B = torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64, torch.bool
@@ -308,13 +307,6 @@ def assert_matches(op: Op, actual: torch.Tensor, expected: torch.Tensor, *args: 
 
 
 # --- tests -----------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)  # once per level: the tests are grouped by it
-    yield request.param
-    aten_fpga.load(4)
-
 
 CASES = [pytest.param(op, dt, id=f"{op.name}-{str(dt).split('.')[1]}") for op in OPS for dt in op.dtypes]
 

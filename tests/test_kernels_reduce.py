@@ -15,17 +15,11 @@ import pytest
 import torch
 
 import aten_fpga
+from codegen.abi import LEVELS
 
-LEVELS = (1, 2, 3, 4)
 F32, F16, C64, I32, I64, BOOL = torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64, torch.bool
 WIDE = {F32: torch.float64, F16: torch.float64, C64: torch.complex128}
 
-
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)  # pytest groups the tests by level: each image loads once
-    yield request.param
-    aten_fpga.load(4)
 
 
 def data(shape, dtype, op):

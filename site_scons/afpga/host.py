@@ -14,14 +14,17 @@ def build(env, gen) -> list:
     tf = torch_flags()
     host = env.Clone()
     host.Append(
-        CPPPATH=tf["CPPPATH"] + ["#host/ps", f"#{os.path.dirname(gen.fpga_type[0])}", "#kernels/hls/emu"],
+        CPPPATH=["#host/ps", f"#{os.path.dirname(gen.fpga_type[0])}", "#kernels/hls/emu"],
         CPPDEFINES=tf["CPPDEFINES"],
-        CXXFLAGS=["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"],
+        # torch's headers as system headers: SCons does not scan (or record) its thousands of
+        # headers on every run; the torch version below stands for them.
+        CXXFLAGS=["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
+                 + [f for d in tf["CPPPATH"] for f in ("-isystem", d)],
         LIBPATH=tf["LIBPATH"], LIBS=tf["LIBS"] + ["dl", "pthread"], RPATH=tf["RPATH"],
     )
     xrt.configure(host)  # the XRT device, where libxrt-dev is installed
     objs = [host.SharedObject(f"{OUT}/obj/{os.path.basename(str(s))[:-4]}.os", s)
             for s in sorted(host.Glob("#host/ps/*.cpp"), key=str)]
     objs += [host.SharedObject(f"{OUT}/obj/{os.path.basename(f)[:-4]}.os", f) for f in gen.fpga_type if f.endswith(".cpp")]
-    host.Depends(objs, gen.fpga_type)
+    host.Depends(objs, gen.fpga_type + [host.Value(tf["VERSION"])])
     return host.SharedLibrary(f"{OUT}/_C", objs, SHLIBPREFIX="", SHLIBSUFFIX=tf["EXT_SUFFIX"])

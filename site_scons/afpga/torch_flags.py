@@ -10,7 +10,7 @@ import os
 import sys
 import sysconfig
 
-CACHE = "build/torch_flags.json"
+CACHE = "build/host/torch_flags.json"
 
 
 def _key():
@@ -33,6 +33,7 @@ def _compute():
         "LIBS": ["c10", "torch", "torch_cpu", "torch_python"],
         "RPATH": [lib],
         "EXT_SUFFIX": sysconfig.get_config_var("EXT_SUFFIX"),
+        "VERSION": torch.__version__,
     }
 
 

@@ -24,7 +24,9 @@ std::pair<size_t, size_t> byte_span(const at::Tensor& t) {
 void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) {
   Allocation* d = allocation_of(dst);
   auto [off, n] = byte_span(dst);
-  prepare_host_write(d, off, n);
+  // A destination with gaps (a diagonal, a strided slice) does not overwrite its span: the bytes
+  // between its elements must be current on the host before it is written there.
+  prepare_host_write(d, off, dst.is_non_overlapping_and_dense() ? n : 0);
   host_alias(dst).copy_(cpu_src);
   mark_host_written(d);
 }
@@ -68,6 +70,18 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   OpScope scope(stats);
   sync_to_host(allocation_of(self));
   return at::_local_scalar_dense(host_alias(self));
+}
+
+// A conjugated or negated tensor reaches _copy_from as it is (copy_from resolves the bits on the
+// CPU): the Conjugate and Negative fallbacks would materialize it with a clone, which copies, which
+// calls _copy_from again.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -129,8 +129,11 @@ void run_copy(const KernelRef& ref, c10::ArrayRef<c10::Scalar> scalars, const at
   Allocation* in = allocation_of(src);
   Allocation* out = allocation_of(dst);
   sync_to_device(in);
+  // A destination with gaps (a diagonal) does not overwrite its span: the rest must be current.
   prepare_device_write(out, byte_offset(dst),
-                       at::detail::computeStorageNbytes(dst.sizes(), dst.strides(), dst.element_size()));
+                       dst.is_non_overlapping_and_dense()
+                           ? at::detail::computeStorageNbytes(dst.sizes(), dst.strides(), dst.element_size())
+                           : 0);
   launch(ref, scalars, src, dst, plan(src, dst, keep), 0, 0);
   mark_device_written(out);
 }
@@ -150,6 +153,9 @@ bool block_copyable(const at::Tensor& src, const at::Tensor& dst) {
 }  // namespace
 
 void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+  // The copy kernels move bytes: a lazily conjugated or negated source (or destination) is resolved
+  // by the CPU's copy on the host path instead.
+  if (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg()) throw KernelUnavailable("copy resolving conj/neg");
   if (dst.numel() == 0 || dst.is_same(src)) return;
   if (src.device() != dst.device()) throw KernelUnavailable("copy between devices");
   if (block_copyable(src, dst)) {  // a device-to-device DMA

@@ -4,7 +4,11 @@ namespace aten_fpga {
 namespace {
 at::Tensor alias_at(void* base, const at::Tensor& t) {
   char* p = static_cast<char*>(base) + t.storage_offset() * t.element_size();
-  return at::from_blob(p, t.sizes(), t.strides(), [](void*) {}, t.options().device(at::kCPU));
+  at::Tensor alias = at::from_blob(p, t.sizes(), t.strides(), [](void*) {}, t.options().device(at::kCPU));
+  // A lazily conjugated or negated view stays one: the CPU resolves the bits when it reads it.
+  alias._set_conj(t.is_conj());
+  alias._set_neg(t.is_neg());
+  return alias;
 }
 }  // namespace
 

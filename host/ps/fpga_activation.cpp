@@ -1,7 +1,8 @@
 // The activation entries whose ATen impl cannot serve "fpga" through a DispatchStub (the table's
 // `host:` entries): gelu and gelu_backward (their CPU impls call the kernel for kCPU whatever the
 // tensors' device, which would read the host shadows), relu and hardtanh (registered for CPU and
-// CUDA only; ATen computes them as clamps, and so do we), and mse_loss_backward (its functional CPU
+// CUDA only; ATen computes them as clamps, and so do we), mse_loss (see fpga_mse_loss) and
+// mse_loss_backward (its functional CPU
 // impl zero-fills the result before the stub overwrites it). Each builds the iterator ATen's meta
 // or impl builds and runs the entry's pointwise kernel through fpga_kernel.
 #include <ATen/ATen.h>
@@ -94,6 +95,20 @@ at::Tensor fpga_mse_loss_backward(const KernelRef& kernel, const at::Tensor& gra
                                   const at::Tensor& target, int64_t reduction) {
   at::Tensor grad_input = at::empty({0}, self.options());
   return fpga_mse_loss_backward_out(kernel, grad_output, self, target, reduction, grad_input);
+}
+
+// mse_loss: the elementwise (self - target)^2 on the mse kernel, then its mean or sum (the reduce
+// kernels). ATen's structured functional would allocate the elementwise shape and resize it to a
+// scalar, warning on every call.
+at::Tensor fpga_mse_loss(const KernelRef& kernel, const at::Tensor& self, const at::Tensor& target,
+                         int64_t reduction) {
+  at::Tensor loss;
+  at::TensorIterator iter = at::TensorIterator::binary_op(loss, self, target);
+  fpga_kernel(iter, kernel, {});
+  const at::Tensor& elementwise = iter.output();
+  if (reduction == at::Reduction::Mean) return elementwise.mean();
+  if (reduction == at::Reduction::Sum) return elementwise.sum();
+  return elementwise;
 }
 
 }  // namespace aten_fpga

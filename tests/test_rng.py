@@ -133,7 +133,9 @@ def test_dropout(level):
     x = (torch.randn(64, 1000) + 3).to("fpga") * 1  # valid only on the device
     aten_fpga.reset_stats()
     y = torch.nn.functional.dropout(x, 0.1, training=True)
-    assert ran_on_fpga("native_dropout")
+    # native_dropout's own work is other ops' launches (bernoulli_, mul), counted where they run
+    assert ran_on_fpga("bernoulli_.float") and ran_on_fpga("mul.out")
+    assert not any(v["cpu_fallback"] for v in aten_fpga.stats().values()), aten_fpga.stats()
     yc, xc = y.cpu(), x.cpu()
     kept = yc != 0
     assert abs(kept.float().mean().item() - 0.9) < 5 * math.sqrt(0.09 / x.numel())

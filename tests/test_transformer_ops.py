@@ -135,7 +135,8 @@ def test_masked_fill_rejects_non_bool_masks(level):
 def test_cat(level, dim):
     xs = [sample((4, 3, 5), torch.float32, s) for s in range(3)]
     xs[1] = sample((4, 3, 5), torch.float32, 7)
-    check(lambda *a: torch.cat(a, dim), *xs, ops=["cat.out"])
+    # along dim 0 each input is one block of the result: device-to-device copies, no kernel launch
+    check(lambda *a: torch.cat(a, dim), *xs, ops=["cat.out"] if dim != 0 else [])
     check(lambda a, b: torch.cat([a, b.half()], dim), xs[0], xs[1], ops=["cat.out"])  # promoted to float32
 
 

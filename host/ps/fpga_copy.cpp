@@ -214,9 +214,3 @@ at::Tensor& fpga_triu_out(const KernelRef& kernel, const at::Tensor& self, int64
 }
 
 }  // namespace aten_fpga
-
-namespace aten_fpga {
-// unfold is a view (sizes and strides over the same storage): ATen's own serves any device.
-// repeat builds its strided source with it before the copy kernel runs.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("unfold", TORCH_FN(at::native::unfold)); }
-}  // namespace aten_fpga

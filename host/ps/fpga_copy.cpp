@@ -9,7 +9,6 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/copy_native.h>
-#include <ATen/ops/unfold_native.h>
 #include <torch/library.h>
 #include <c10/core/DeviceGuard.h>
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "afpga_abi.h"
 #include "allocator.h"
 #include "launch.h"
 #include "runtime.h"
@@ -33,17 +34,14 @@ namespace {
 
 constexpr int kDtypes = static_cast<int>(at::ScalarType::NumOptions);
 
+// The dtypes kernels run on, from the ABI table (codegen/abi.py -> afpga_abi.h).
 const char* dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kComplexFloat: return "complex64";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kBool: return "bool";
-    default: return nullptr;
-  }
+#define AFPGA_DTYPE_NAME(name, scalar_type, kind, bytes) \
+  if (t == at::ScalarType::scalar_type) return name;
+  AFPGA_DTYPES(AFPGA_DTYPE_NAME)
+#undef AFPGA_DTYPE_NAME
+  return nullptr;
+}
 }
 
 std::string kernel_name(const KernelRef& ref, at::ScalarType dtype) {
@@ -175,21 +173,10 @@ Port output_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dty
 
 // The dtype of a kernel port, from the image's argument metadata (element kind and size).
 at::ScalarType port_dtype(const KernelArgInfo& arg, const std::string& kernel) {
-  switch (arg.type) {
-    case 'f':
-      if (arg.elem_bytes == 2) return at::kHalf;
-      if (arg.elem_bytes == 4) return at::kFloat;
-      if (arg.elem_bytes == 8) return at::kDouble;
-      break;
-    case 'c':
-      if (arg.elem_bytes == 8) return at::kComplexFloat;
-      break;
-    case 'i':
-      if (arg.elem_bytes == 4) return at::kInt;
-      if (arg.elem_bytes == 8) return at::kLong;
-      break;
-    case 'b': return at::kBool;
-  }
+#define AFPGA_PORT_DTYPE(name, scalar_type, kind, bytes) \
+  if (arg.type == kind && arg.elem_bytes == bytes) return at::ScalarType::scalar_type;
+  AFPGA_DTYPES(AFPGA_PORT_DTYPE)
+#undef AFPGA_PORT_DTYPE
   TORCH_CHECK(false, kernel, ": port ", arg.name, " carries ", arg.elem_bytes, "-byte elements of kind '", arg.type,
               "', which is no dtype the host knows; fix the kernel's port type");
 }

@@ -30,6 +30,8 @@ struct Allocation {
 
 // The allocation behind an fpga tensor's storage (nullptr for an empty storage).
 Allocation* allocation_of(const at::TensorBase& t);
+// Where a tensor's first element sits in its allocation, in bytes.
+inline size_t byte_offset(const at::TensorBase& t) { return t.storage_offset() * t.element_size(); }
 
 // The coherence sanitizer, ATEN_FPGA_SANITIZE=1 (read once at startup): while one side of an
 // allocation is newer, the other holds kPoison, so code that reads a side without syncing it first

@@ -44,7 +44,6 @@ const KernelRef* copy_kernel(at::ScalarType src) {
   }
 }
 
-size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 // Runs `dims` (innermost first; the output rows at dims[0], dims[1..] at one pitch) as one launch
 // per outer index beyond what a launch can describe. in_off/out_off: element offsets.

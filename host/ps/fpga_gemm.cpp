@@ -24,7 +24,6 @@ namespace {
 constexpr int64_t kRowGranule = 64;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 // How the kernel addresses a [batch, rows, cols] operand: element (b, r, c) at
 // base + b * batch_stride + (transposed ? c * ld + r : r * ld + c).

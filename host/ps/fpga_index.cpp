@@ -20,7 +20,6 @@
 namespace aten_fpga {
 namespace {
 
-size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 // The indices as a contiguous int64 fpga tensor, each checked to lie in [0, bound).
 at::Tensor checked_indices(const at::Tensor& index, int64_t bound, const char* op) {

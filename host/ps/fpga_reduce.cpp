@@ -81,7 +81,6 @@ at::Tensor operand_view(const at::TensorIterator& iter, int arg, const std::vect
   return t.as_strided(sizes, strides, offset);
 }
 
-size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 }  // namespace
 

@@ -21,7 +21,6 @@
 namespace aten_fpga {
 namespace {
 
-size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 // Fills `self` with the kernel's distribution, `params` being the op's scalars after seed and offset.
 at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::optional<at::Generator>& gen,

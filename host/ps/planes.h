@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "allocator.h"
 #include "device.h"
 
 namespace aten_fpga {
@@ -35,6 +36,5 @@ at::Tensor from_planes(const at::Tensor& rows, at::IntArrayRef sizes, int inner,
 // A host vector of int32 as a device tensor on `where` (the kernels' window geometry).
 at::Tensor geometry_tensor(const std::vector<int32_t>& g, c10::Device where);
 
-inline size_t byte_offset(const at::Tensor& t) { return t.storage_offset() * t.element_size(); }
 
 }  // namespace aten_fpga

@@ -143,6 +143,10 @@ def _host_wrapper(r: ResolvedEntry) -> str:
         sig = NativeSignature(r.function.func, prefix="", symint=False)
         defn, ret = sig.defn(name=_ident(r)), sig.returns_type().cpp_type()
     args = ", ".join(names)
+    call = f"aten_fpga::{r.entry.host}(kernel, {args})"
+    # An op returning nothing (the in-place _foreach_* ops) has no result to hold.
+    run = (f"{call};\n    stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);\n    return;" if ret == "void" else
+           f"{ret} result = {call};\n    stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);\n    return result;")
     return f"""
 // {r.schema}
 // Runs kernel {r.entry.kernel} from aten_fpga::{r.entry.host} (host/ps); table entry
@@ -151,9 +155,7 @@ def _host_wrapper(r: ResolvedEntry) -> str:
   static aten_fpga::OpStats& stats = aten_fpga::op_stats("{r.entry.func}");
   static const aten_fpga::KernelRef kernel{{"{r.op.name}"}};
   try {{
-    {ret} result = aten_fpga::{r.entry.host}(kernel, {args});
-    stats.fpga_runs.fetch_add(1, std::memory_order_relaxed);
-    return result;
+    {run}
   }} catch (const aten_fpga::KernelUnavailable&) {{
     // No kernel for these dtypes in the loaded image: the op runs on the CPU, counted.
     return aten_fpga::cpu_fallback_call<at::_ops::{_ident(r)}>({args});

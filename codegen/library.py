@@ -58,6 +58,13 @@ def load_category(root: str, name: str) -> Category:
     inputs, outputs = _strings(fields["inputs"][1], "inputs"), _strings(fields["outputs"][1], "outputs")
     sizes = _strings(fields["sizes"][1], "sizes") if "sizes" in fields else ("size",)
     driver = fields["driver"][1].value if "driver" in fields else "pointwise"
+    # Ports whose dtype is fixed for every op of the category (the multi-tensor kernels' int64 table).
+    fixed: tuple[tuple[str, str], ...] = ()
+    if "types" in fields:
+        node = fields["types"][1]
+        if not isinstance(node.value, dict):
+            raise TableError(node.loc, "'types' maps ports to dtypes, e.g. {table: int64}")
+        fixed = tuple((port, _dtype(v, f"port {port}")) for port, (_, v) in node.value.items())
     if driver not in DRIVERS:
         raise TableError(fields["driver"][1].loc, f"unknown driver {driver!r}; known: {', '.join(DRIVERS)}")
     ops: dict[str, KernelOp] = {}
@@ -75,11 +82,11 @@ def load_category(root: str, name: str) -> Category:
         if "scalars" in s and not isinstance(s["scalars"].value, list):
             raise TableError(s["scalars"].loc, f"'scalars' of op '{op_name}' must be a list")
         scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
-        types: tuple[tuple[str, str], ...] = ()
+        types: tuple[tuple[str, str], ...] = fixed
         if "types" in s:
             if not isinstance(s["types"].value, dict):
                 raise TableError(s["types"].loc, f"'types' of op '{op_name}' maps ports to dtypes, e.g. {{out: bool}}")
-            types = tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
+            types = fixed + tuple((port, _dtype(v, f"port {port}", real=True)) for port, (_, v) in s["types"].value.items())
             unknown = [p for p, _ in types if p not in (*inputs, *outputs)]
             if unknown:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "

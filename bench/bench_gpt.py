@@ -1,0 +1,95 @@
+"""One training step of the GPT-style target model (tests/gpt_model.py), "fpga" (emulated) against
+torch on the CPU, and its optimizer step alone (AdamW, foreach) with the multi-tensor kernels.
+
+    PYTHONPATH=$PWD python bench/bench_gpt.py [--steps N] [--threads N] [--json PATH]
+
+Reports per step: wall time of each device and their ratio, kernel launches, CPU fallbacks and the
+bytes synced each way (what a card would move over PCIe), from aten_fpga.report().
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from common import ROOT, machine, print_table, write_json  # noqa: E402
+from gpt_model import GPT, batches  # noqa: E402
+
+import aten_fpga  # noqa: E402
+
+
+def totals() -> dict:
+    """Launches, fallbacks and bytes synced so far, summed over ops."""
+    r = aten_fpga.report()
+    out = {"launches": 0, "cpu_fallbacks": 0, "bytes_to_device": 0, "bytes_to_host": 0}
+    for row in r.values():
+        out["launches"] += row.get("launches", 0)
+        out["cpu_fallbacks"] += row.get("cpu_fallback", 0)
+        out["bytes_to_device"] += row.get("bytes_to_device", 0)
+        out["bytes_to_host"] += row.get("bytes_to_host", 0)
+    return out
+
+
+def measure(device: str, steps: int, optimizer_only: bool) -> dict:
+    torch.manual_seed(0)
+    model = GPT().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    data = [(x.to(device), y.to(device)) for x, y in batches(steps + 1)]
+
+    def step(x, y):
+        if not optimizer_only:
+            opt.zero_grad(set_to_none=True)
+            loss = model(x, y)
+            loss.backward()
+        opt.step()
+
+    x, y = data[0]
+    opt.zero_grad(set_to_none=True)
+    model(x, y).backward()  # grads for the optimizer-only runs, and the optimizer's state
+    opt.step()
+    if device == "fpga":
+        torch.fpga.synchronize()
+        aten_fpga.reset_stats()
+    start = time.perf_counter()
+    for x, y in data[1:]:
+        step(x, y)
+    if device == "fpga":
+        torch.fpga.synchronize()
+    seconds = (time.perf_counter() - start) / steps
+    row = {"device": device, "seconds": seconds}
+    if device == "fpga":
+        t = totals()
+        row.update({k: v / steps for k, v in t.items()})
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "gpt.json"))
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: on a shared, loaded machine OpenMP's spinning threads "
+                        "make the CPU's times meaningless)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    results = []
+    for what, optimizer_only in (("training step", False), ("AdamW step", True)):
+        cpu = measure("cpu", args.steps, optimizer_only)
+        fpga = measure("fpga", args.steps, optimizer_only)
+        results.append({"what": what, "cpu_ms": cpu["seconds"] * 1e3, "fpga_ms": fpga["seconds"] * 1e3,
+                        "ratio": fpga["seconds"] / cpu["seconds"], "launches": fpga["launches"],
+                        "cpu_fallbacks": fpga["cpu_fallbacks"], "kb_to_device": fpga["bytes_to_device"] / 1e3,
+                        "kb_to_host": fpga["bytes_to_host"] / 1e3})
+    print(f"GPT-style model (tests/gpt_model.py), per step, image {os.path.basename(os.path.dirname(aten_fpga.image()))}")
+    headers = list(results[0])
+    print_table(headers, [[r[h] for h in headers] for r in results])
+    write_json(args.json, {"machine": machine(), "image": aten_fpga.image(), "steps": args.steps, "results": results})
+
+
+if __name__ == "__main__":
+    main()

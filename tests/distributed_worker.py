@@ -1,11 +1,11 @@
 """One rank of tests/test_distributed.py (runs under torchrun or with RANK/WORLD_SIZE/MASTER_* set).
 
-    python tests/distributed_worker.py <scenario> <out_dir>
+    python tests/distributed_worker.py <out_dir>
 
-scenario "train": checks every collective on fpga tensors against CPU expectations, then trains an
-MLP under DistributedDataParallel for 10 steps; rank 0 also trains the same MLP alone on the
-concatenated batch. "fault": rank 1 dies after init, rank 0 times how long all_reduce takes to fail.
-Each rank writes <out_dir>/rank<r>.pt with what the test asserts.
+Runs every collective on fpga tensors, then trains an MLP under DistributedDataParallel for 10
+steps (rank 0 also trains the same MLP alone on the concatenated batch), then the last rank dies
+and the others time how long all_reduce takes to fail. Each rank writes <out_dir>/rank<r>.pt with
+what the test asserts.
 """
 import datetime
 import os
@@ -18,6 +18,7 @@ import torch.distributed as dist
 import aten_fpga
 
 STEPS, BATCH, IN, HIDDEN, OUT = 10, 8, 12, 16, 4
+TIMEOUT_S = 10
 
 
 def device() -> torch.device:
@@ -83,41 +84,42 @@ def train(model, batches, dev) -> dict:
     return {k: v.cpu() for k, v in model.state_dict().items()}, report
 
 
-def main(scenario: str, out_dir: str) -> None:
+def main(out_dir: str) -> None:
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     os.environ.setdefault("LOCAL_RANK", str(rank))
-    dist.init_process_group("cpu:gloo,fpga:aten_fpga", timeout=datetime.timedelta(seconds=10))
+    # WORKER_BACKEND "" tests init_process_group() choosing the backend for the fpga accelerator.
+    backend = os.environ.get("WORKER_BACKEND", "cpu:gloo,fpga:aten_fpga") or None
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
     dev = device()
-    result = {"device": str(dev), "backend": dist.get_backend()}
-    if scenario == "train":
-        result.update(collectives(rank, size, dev))
-        g = torch.Generator().manual_seed(1)
-        data = [(torch.randn(BATCH * size, IN, generator=g), torch.randn(BATCH * size, OUT, generator=g)) for _ in range(STEPS)]
-        mine = [(x[rank * BATCH:(rank + 1) * BATCH], y[rank * BATCH:(rank + 1) * BATCH]) for x, y in data]
-        result["initial_0.weight"] = mlp(dev)[0].weight.cpu()
-        aten_fpga.reset_stats()
-        weights, result["report"] = train(torch.nn.parallel.DistributedDataParallel(mlp(dev)), mine, dev)
-        result["ddp"] = {k.removeprefix("module."): v for k, v in weights.items()}
-        if rank == 0:
-            result["alone"], _ = train(mlp(dev), data, dev)
-    elif scenario == "fault":
-        dist.barrier()
-        if rank == 1:
-            os._exit(3)  # dies without a word, as a killed host would
-        t = on_device(torch.ones(4), dev)
-        start = time.monotonic()
-        try:
-            for _ in range(1000):
-                dist.all_reduce(t)
-                time.sleep(0.01)
-            result["error"] = None
-        except Exception as e:
-            result["error"] = f"{type(e).__name__}: {e}"
-        result["seconds"] = time.monotonic() - start
-    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
-    if scenario == "train":
-        dist.destroy_process_group()
+    result = {"device": str(dev), "backend": dist.get_backend(), "group": type(dist.group.WORLD).__name__}
+    result.update(collectives(rank, size, dev))
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(BATCH * size, IN, generator=g), torch.randn(BATCH * size, OUT, generator=g)) for _ in range(STEPS)]
+    mine = [(x[rank * BATCH:(rank + 1) * BATCH], y[rank * BATCH:(rank + 1) * BATCH]) for x, y in data]
+    result["initial_0.weight"] = mlp(dev)[0].weight.cpu()
+    aten_fpga.reset_stats()
+    weights, result["report"] = train(torch.nn.parallel.DistributedDataParallel(mlp(dev)), mine, dev)
+    result["ddp"] = {k.removeprefix("module."): v for k, v in weights.items()}
+    if rank == 0:
+        result["alone"], _ = train(mlp(dev), data, dev)
+    save = lambda: torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+    save()
+    # The fault: the last rank dies without a word, as a killed host would; rank 0 keeps reducing.
+    dist.barrier()
+    if rank == size - 1:
+        os._exit(3)
+    t = on_device(torch.ones(4), dev)
+    start = time.monotonic()
+    try:
+        for _ in range(1000):
+            dist.all_reduce(t)
+            time.sleep(0.01)
+        result["error"] = None
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}"
+    result["seconds"] = time.monotonic() - start
+    save()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1])

@@ -118,8 +118,13 @@ def test_ddp_matches_one_process_on_the_whole_batch(launches, setup):
         for name, w in alone.items():
             torch.testing.assert_close(got["ddp"][name], w, rtol=1e-5, atol=1e-6, msg=f"{setup} rank {rank} {name}")
         assert not torch.equal(got["ddp"]["0.weight"], saved[0]["initial_0.weight"])  # it trained
-        # The bucket all-reduces read gradients from the device: counted as device->host copies.
-        assert got["report"]["_copy_from"]["bytes_to_host"] > 0
+        # Only what the collectives read crosses to the host: the gradient bucket at each step; on
+        # rank 0 (the root) also the parameters DDP broadcasts at the start, when their flattened
+        # copy was last written on the device (a sync from a current shadow costs nothing).
+        param_bytes = sum(w.numel() * w.element_size() for w in alone.values())
+        steps = 10
+        allowed = [steps * param_bytes] + ([(steps + 1) * param_bytes] if rank == 0 else [])
+        assert got["report"]["_copy_from"]["bytes_to_host"] in allowed
 
 
 @pytest.mark.parametrize("setup", ["hosts", "devices"])

@@ -127,3 +127,15 @@ def _load_default_image() -> None:
 
 
 _load_default_image()
+
+
+def _register_distributed() -> None:
+    """Register the "aten_fpga" c10d backend where torch has torch.distributed (already imported
+    by torch itself, so this costs a class definition)."""
+    import torch.distributed as dist
+    if dist.is_available():
+        from . import distributed
+        distributed.register()
+
+
+_register_distributed()

@@ -42,7 +42,6 @@ const char* dtype_name(at::ScalarType t) {
 #undef AFPGA_DTYPE_NAME
   return nullptr;
 }
-}
 
 std::string kernel_name(const KernelRef& ref, at::ScalarType dtype) {
   const char* d = dtype_name(dtype);

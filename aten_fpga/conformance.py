@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "native_functions_fpga.yaml")

@@ -1,19 +1,12 @@
 """Helpers shared by the tests of the CNN layers (norm, softmax, losses, activation gradients)."""
 from __future__ import annotations
 
-import pytest
 import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)  # once per level: the tests are grouped by it
-    yield request.param
-    aten_fpga.load(4)
 
 
 def on_device(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:

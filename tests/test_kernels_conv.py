@@ -10,15 +10,9 @@ import torch.nn.functional as F
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=1e-2, atol=1e-2)}
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def launched(kernel):

@@ -7,14 +7,8 @@ import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def on_device(t):

@@ -17,16 +17,10 @@ import torch.nn.functional as F
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 F32, F16 = torch.float32, torch.float16
 EPS32 = torch.finfo(F32).eps
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)  # pytest groups the tests by level: each image loads once
-    yield request.param
-    aten_fpga.load(4)
 
 
 def gen(*key):

@@ -9,18 +9,12 @@ import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.bool)
 # Fill ops (torch.ones, torch.zeros inside embedding's backward) get their kernels in another
 # branch of the project (the fill kernels); until it is merged they are the only allowed fallbacks.
 PENDING_FILL = {"fill_.Scalar", "zero_"}
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def device_only(x):

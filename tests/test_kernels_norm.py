@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import aten_fpga
-from cnn_support import assert_ran, close, level, on_device  # noqa: F401 (level is a fixture)
+from cnn_support import assert_ran, close, on_device
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-3)}
 GRAD_TOL = {torch.float32: dict(rtol=2e-4, atol=2e-4), torch.float16: dict(rtol=1e-2, atol=1e-2)}

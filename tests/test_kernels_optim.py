@@ -11,16 +11,10 @@ import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 # Sizes: empty, shorter than a 512-bit word, not whole words, several table rows (16384 elements a row).
 SHAPES = [(0,), (3,), (17, 5), (40000,), (2, 3, 4), (1,)]
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def launches():

@@ -9,15 +9,9 @@ import torch.nn.functional as F
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 DTYPES = (torch.float32, torch.float16)
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def launched(kernel):

@@ -21,11 +21,6 @@ N = 200_000  # several compute units and tiles
 ALPHA = 1e-4  # a fixed seed's test fails with this probability if the kernel is right
 
 
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def ks_ok(sample, cdf):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import aten_fpga
-from cnn_support import assert_ran, close, level, on_device  # noqa: F401 (level is a fixture)
+from cnn_support import assert_ran, close, on_device
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3)}
 SHAPES = [((5, 37), 1), ((5, 37), 0), ((4, 3, 6), 1), ((4, 1, 6), 1), ((3, 5000), -1), ((7,), 0)]

@@ -5,7 +5,6 @@ that still fall back to the CPU asserted to be within an explicit list.
 EXPECTED_FALLBACKS shrinks as kernels land: it lists each op that has no kernel yet and which
 part of the project brings it. Everything else -- the causal mask (ones, tril, logical_not,
 masked_fill / where), the copies and transposes, dropout's Bernoulli mask -- runs as kernels."""
-import math
 
 import pytest
 import torch

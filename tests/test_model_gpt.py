@@ -10,7 +10,6 @@ import math
 import os
 import sys
 
-import pytest
 import torch
 
 import aten_fpga

@@ -4,7 +4,6 @@ empty_cache), out-of-memory handling, and no leak over many small ops."""
 import gc
 import resource
 
-import pytest
 import torch
 
 import aten_fpga

@@ -8,31 +8,9 @@ import torch
 import torch.nn.functional as F
 
 import aten_fpga
+from cnn_support import on_device, ran_on_fpga
 
 DTYPES = (torch.float32, torch.float16)
-
-
-
-
-def launched(kernel):
-    """Launches of v_<kernel>_* in report(), whichever op they are booked to (a host function's
-    launches may be booked to an op it calls afterwards)."""
-    return sum(n for r in aten_fpga.report().values() for k, n in r["kernels"].items()
-               if k.startswith(f"v_{kernel}_"))
-
-
-def ran_on_fpga(ops, kernels):
-    """No op of `ops` fell back, and every kernel of `kernels` launched."""
-    s = aten_fpga.stats()
-    for op in ops:
-        assert s.get(op, {}).get("cpu_fallback", 0) == 0, (op, s)
-    for k in kernels:
-        assert launched(k) >= 1, (k, aten_fpga.report())
-
-
-def on_device(x):
-    """x on the fpga, valid only in device memory: the output of a kernel (mul by 1)."""
-    return x.to("fpga") * 1
 
 
 LAYOUTS = {

@@ -46,6 +46,16 @@ int log2_of(int64_t n) {
 // gather kernels serve.
 void copy_complex(const at::Tensor& dst, const at::Tensor& src) { at::view_as_real(dst).copy_(at::view_as_real(src)); }
 
+// x with its lazy conjugation applied, on the device (hfft's input is a conjugated view): the
+// parts copied and the imaginary ones negated.
+at::Tensor resolved(const at::Tensor& x) {
+  if (!x.is_conj()) return x;
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::view_as_real(out).copy_(at::view_as_real(x.conj()));  // x.conj(): the same bytes, unconjugated
+  at::view_as_real(out).select(-1, 1).mul_(-1);
+  return out;
+}
+
 at::Tensor complex_zeros(at::IntArrayRef sizes, const at::TensorOptions& options) {
   std::vector<int64_t> parts(sizes.begin(), sizes.end());
   parts.push_back(2);
@@ -140,8 +150,8 @@ at::Tensor fpga_fft_c2c(const KernelRef& kernel, const at::Tensor& self, at::Int
   const std::vector<int64_t> dims = wrapped(self, dim);
   require_lengths(kernel, self, lengths_of(self, dims));
   c10::DeviceGuard guard(self.device());
-  if (dims.empty()) return self.clone();
-  at::Tensor x = self;
+  at::Tensor x = resolved(self);
+  if (dims.empty()) return x.is_same(self) ? self.clone() : x;
   for (int64_t d : dims) x = pass(kernel, x, d, forward, norm_scale(normalization, self.size(d)));
   return x;
 }
@@ -184,7 +194,7 @@ at::Tensor fpga_fft_c2r(const KernelRef& kernel, const at::Tensor& self, at::Int
   lengths.push_back(n);
   require_lengths(kernel, self, lengths);
   c10::DeviceGuard guard(self.device());
-  at::Tensor x = self;
+  at::Tensor x = resolved(self);
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
     x = pass(kernel, x, dims[i], /*forward=*/false, norm_scale(normalization, self.size(dims[i])));
   }

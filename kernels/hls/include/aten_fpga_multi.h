@@ -21,9 +21,10 @@ inline double from_bits(int64_t bits) {
 }
 
 // --- the fused optimizers: ATen's CPU kernels (cpu/FusedAdamKernel.cpp, cpu/FusedSGDKernel.cpp),
-// their vector loop, operation by operation. Every coefficient arrives rounded to the dtype, as
-// ATen rounds its double arguments (`Vec(scalar_t(x))`). A flag ATen tests once per call is a
-// select here: both sides are computed and a mux picks one, so the pipeline keeps II=1.
+// their vector loop as the released build computes it, operation by operation (which products
+// are fused into an fma was measured against torch's fused=True step, element by element). Every
+// coefficient arrives rounded to the dtype, as ATen rounds its double arguments. A flag ATen tests
+// once per call is a select here: both sides are computed and a mux picks one (II=1 holds).
 
 // Adam's moments: `sign` is -1 to maximize (else 1: exact); `wd` is Adam's L2 weight decay (0
 // adds nothing, as ATen skips it); `decay` is AdamW's 1 - lr * weight_decay (1 for Adam: exact).
@@ -31,10 +32,10 @@ template <typename M>
 inline void adam_moments(M& p, M& g, M& m, M& v, M sign, M wd, M decay, M c1, M beta2, M c2) {
 #pragma HLS INLINE
   g = g * sign;
-  g = wd != M(0) ? g + p * wd : g;
+  g = wd != M(0) ? hls::fma(p, wd, g) : g;
   p = p * decay;
   m = afpga::lerp(m, g, c1);  // exp_avg.lerp_(grad, 1 - beta1)
-  v = v * beta2 + c2 * g * g;
+  v = hls::fma(c2 * g, g, v * beta2);
 }
 
 // param - step_size * exp_avg / (sqrt(v) / sqrt(bias_correction2) + eps)
@@ -79,7 +80,7 @@ inline M sgd_grad(M p, M g, M sign, M wd) {
 
 // SGD with momentum: the buffer is the gradient on the first step (`first` = 1), else
 // buf * momentum + (1 - dampening) * grad (one fma); nesterov (= 1) steps along
-// grad + momentum * buf (one fma), else along buf. `neg_lr` is -lr.
+// grad + momentum * buf (one fma), else along buf. `neg_lr` is -lr: param + grad * -lr, one fma.
 template <typename M, typename T>
 inline void sgd_momentum(M p, M g, M buf, M sign, M wd, M momentum, M damp1, M neg_lr, M first, M nesterov,
                          T& p_out, T& buf_out) {
@@ -88,7 +89,7 @@ inline void sgd_momentum(M p, M g, M buf, M sign, M wd, M momentum, M damp1, M n
   buf = first != M(0) ? g : hls::fma(damp1, g, buf * momentum);
   g = nesterov != M(0) ? hls::fma(buf, momentum, g) : buf;
   buf_out = T(buf);
-  p_out = T(p + g * neg_lr);
+  p_out = T(hls::fma(g, neg_lr, p));
 }
 
 }  // namespace multi

@@ -12,7 +12,7 @@ SCALAR_KEYS = ("name", "dtype", "default")
 DRIVERS = ("pointwise", "reduce", "host")
 # `inputs`/`outputs` on an op override the category's ports: a category whose kernels share a data
 # movement (a window over a plane) but not their operands (max pooling also writes indices).
-OP_KEYS = ("expr", "scalars", "dtypes", "types", "inputs", "outputs")
+OP_KEYS = ("expr", "scalars", "dtypes", "types", "inputs", "outputs", "row")
 
 
 def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
@@ -84,6 +84,8 @@ def load_category(root: str, name: str) -> Category:
         if "scalars" in s and not isinstance(s["scalars"].value, list):
             raise TableError(s["scalars"].loc, f"'scalars' of op '{op_name}' must be a list")
         scalars = tuple(_scalar(n) for n in s["scalars"].value) if "scalars" in s else ()
+        # The multi-tensor kernels' per-row scalars (kernels/hls/multi): one value per tensor each.
+        row = _strings(s["row"], "row") if "row" in s else ("s",)
         op_inputs = _strings(s["inputs"], "inputs") if "inputs" in s else inputs
         op_outputs = _strings(s["outputs"], "outputs") if "outputs" in s else outputs
         types: tuple[tuple[str, str], ...] = tuple((p, d) for p, d in fixed if p in (*op_inputs, *op_outputs))
@@ -96,7 +98,7 @@ def load_category(root: str, name: str) -> Category:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
                                                  f"the ports are {', '.join((*op_inputs, *op_outputs))}")
         ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, op_inputs, op_outputs, types,
-                                sizes, driver)
+                                sizes, driver, row)
     return Category(name, ops)
 
 

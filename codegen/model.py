@@ -75,6 +75,7 @@ class KernelOp:
     port_dtypes: tuple[tuple[str, str], ...] = ()  # ports whose dtype is fixed: a dtype, or "real" (norm of complex)
     sizes: tuple[str, ...] = ("size",)  # the category's trailing size arguments
     driver: str = "pointwise"  # the host driver of its kernels: "pointwise" (fpga_kernel) or "reduce"
+    row: tuple[str, ...] = ("s",)  # multi-tensor kernels: the scalars each table row carries, in order
 
     @property
     def id(self) -> str:

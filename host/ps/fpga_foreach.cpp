@@ -9,6 +9,7 @@
 // kMinElementsPerCU elements so that the compute units share the rows of one launch.
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <vector>
@@ -31,23 +32,26 @@ void check_lists(at::TensorList self, std::initializer_list<at::TensorList> othe
   }
 }
 
-// out[t] = op(ins[0][t], ..., s[t]) for every tensor t, in one launch; `s` has one value per tensor,
-// or one for all. Throws KernelUnavailable (before any side effect) for lists one launch cannot
-// serve: tensors of several dtypes or devices, of different shapes (ATen's foreach broadcasts
-// per tensor), not dense, laid out differently from their output, or, at XCL_OPT 4, not starting
-// a 512-bit word or ending one inside another tensor's word.
-void multi_apply(const KernelRef& kernel, std::initializer_list<at::TensorList> ins, at::TensorList outs,
-                 c10::ArrayRef<double> s) {
-  const size_t n = outs.size();
-  const at::ScalarType dtype = outs[0].scalar_type();
-  const c10::Device where = outs[0].device();
+// outs[0][t], ... = op(ins[0][t], ..., the row's scalars) for every tensor t, in one launch. `s`
+// holds `k` scalars per tensor (tensor t's at s[t * k], ...), or `k` for all. Throws
+// KernelUnavailable (before any side effect) for lists one launch cannot serve: tensors of several
+// dtypes or devices, of different shapes (ATen's foreach broadcasts per tensor), not dense, laid
+// out differently from their output, or, at XCL_OPT 4, not starting a 512-bit word or an output
+// ending one inside another tensor's word.
+void multi_apply(const KernelRef& kernel, std::initializer_list<at::TensorList> ins,
+                 std::initializer_list<at::TensorList> outs, c10::ArrayRef<double> s, size_t k = 1) {
+  const at::TensorList first = outs.begin()[0];
+  const size_t n = first.size();
+  const at::ScalarType dtype = first[0].scalar_type();
+  const c10::Device where = first[0].device();
   std::vector<at::TensorList> ports(ins);
-  ports.push_back(outs);
+  ports.insert(ports.end(), outs.begin(), outs.end());
+  const size_t inputs = ins.size();
   for (at::TensorList l : ports) {
     for (size_t t = 0; t < n; ++t) {
       const at::Tensor& x = l[t];
-      if (x.device() != where || x.scalar_type() != dtype || x.sizes() != outs[t].sizes() ||
-          x.strides() != outs[t].strides() || !x.is_non_overlapping_and_dense()) {
+      if (x.device() != where || x.scalar_type() != dtype || x.sizes() != first[t].sizes() ||
+          x.strides() != first[t].strides() || !x.is_non_overlapping_and_dense()) {
         throw KernelUnavailable(std::string(kernel.name) + " over lists of mixed dtypes, devices or layouts");
       }
     }
@@ -61,49 +65,48 @@ void multi_apply(const KernelRef& kernel, std::initializer_list<at::TensorList> 
   const int64_t lanes = word / esize;
 
   // The table, and each port's base: its first tensor's buffer.
-  const size_t width = ports.size() + 2;
+  const size_t width = 1 + k + ports.size();
   std::vector<Allocation*> base(ports.size(), nullptr);
   std::vector<uintptr_t> base_addr(ports.size(), 0);
   std::vector<int64_t> table;
   for (size_t t = 0; t < n; ++t) {
-    const int64_t numel = outs[t].numel();
+    const int64_t numel = first[t].numel();
     if (numel == 0) continue;
     std::vector<int64_t> start(ports.size());  // the tensor's first element, in port words from the base
-    for (size_t k = 0; k < ports.size(); ++k) {
-      const at::Tensor& x = ports[k][t];
+    for (size_t p = 0; p < ports.size(); ++p) {
+      const at::Tensor& x = ports[p][t];
       Allocation* a = allocation_of(x);
       void* mem = dev.device_address(*a->buffer);
       if (mem == nullptr) throw KernelUnavailable(std::string(kernel.name) + " on a device whose memory the host cannot address");
       const size_t begin = x.storage_offset() * esize, end = begin + numel * esize;
       const uintptr_t addr = reinterpret_cast<uintptr_t>(mem) + begin;
-      const bool own_last_word = end % word == 0 || end >= a->requested || k + 1 < ports.size();
+      const bool own_last_word = end % word == 0 || end >= a->requested || p < inputs;
       if (addr % word != 0 || !own_last_word) {
         throw KernelUnavailable(std::string(kernel.name) + " over tensors that do not start (or end) a port word");
       }
-      if (base[k] == nullptr) {
-        base[k] = a;
-        base_addr[k] = reinterpret_cast<uintptr_t>(mem);
+      if (base[p] == nullptr) {
+        base[p] = a;
+        base_addr[p] = reinterpret_cast<uintptr_t>(mem);
       }
-      start[k] = static_cast<int64_t>(addr - base_addr[k]) / word;  // signed: the base may lie above
+      start[p] = static_cast<int64_t>(addr - base_addr[p]) / word;  // signed: the base may lie above
     }
-    const double value = s[s.size() == 1 ? 0 : t];
-    int64_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
+    std::vector<int64_t> bits(k);
+    std::memcpy(bits.data(), s.data() + (s.size() == k ? 0 : t * k), k * sizeof(double));
     for (int64_t c = 0; c < numel; c += kChunk) {
       table.push_back(std::min(kChunk, numel - c));
-      table.push_back(bits);
-      for (size_t k = 0; k < ports.size(); ++k) table.push_back(start[k] + c / lanes);
+      table.insert(table.end(), bits.begin(), bits.end());
+      for (size_t p = 0; p < ports.size(); ++p) table.push_back(start[p] + c / lanes);
     }
   }
   const int64_t rows = static_cast<int64_t>(table.size() / width);
   if (rows == 0) return;
 
   // Inputs current on the device, outputs about to be written there, the table uploaded.
-  for (size_t k = 0; k + 1 < ports.size(); ++k) {
-    for (const at::Tensor& x : ports[k]) sync_to_device(allocation_of(x));
+  for (size_t p = 0; p < inputs; ++p) {
+    for (const at::Tensor& x : ports[p]) sync_to_device(allocation_of(x));
   }
-  for (const at::Tensor& x : outs) {
-    prepare_device_write(allocation_of(x), x.storage_offset() * esize, x.numel() * esize);
+  for (at::TensorList l : outs) {
+    for (const at::Tensor& x : l) prepare_device_write(allocation_of(x), x.storage_offset() * esize, x.numel() * esize);
   }
   at::Tensor rows_t = at::empty({static_cast<int64_t>(table.size())}, at::TensorOptions().dtype(at::kLong).device(where));
   Allocation* tab = allocation_of(rows_t);
@@ -118,7 +121,9 @@ void multi_apply(const KernelRef& kernel, std::initializer_list<at::TensorList> 
     args.size(r.size());
   }
   launch.run();
-  for (const at::Tensor& x : outs) mark_device_written(allocation_of(x));
+  for (at::TensorList l : outs) {
+    for (const at::Tensor& x : l) mark_device_written(allocation_of(x));
+  }
 }
 
 std::vector<at::Tensor> like(at::TensorList self) {
@@ -143,9 +148,9 @@ void inplace(const KernelRef& k, at::TensorList self, std::initializer_list<at::
              c10::ArrayRef<double> s) {
   check_lists(self, others);
   switch (others.size()) {
-    case 0: return multi_apply(k, {self}, self, s);
-    case 1: return multi_apply(k, {self, others.begin()[0]}, self, s);
-    default: return multi_apply(k, {self, others.begin()[0], others.begin()[1]}, self, s);
+    case 0: return multi_apply(k, {self}, {self}, s);
+    case 1: return multi_apply(k, {self, others.begin()[0]}, {self}, s);
+    default: return multi_apply(k, {self, others.begin()[0], others.begin()[1]}, {self}, s);
   }
 }
 
@@ -154,11 +159,61 @@ std::vector<at::Tensor> functional(const KernelRef& k, at::TensorList self, std:
   check_lists(self, others);
   std::vector<at::Tensor> out = like(self);
   if (others.size() == 0) {
-    multi_apply(k, {self}, out, s);
+    multi_apply(k, {self}, {out}, s);
   } else {
-    multi_apply(k, {self, others.begin()[0]}, out, s);
+    multi_apply(k, {self, others.begin()[0]}, {out}, s);
   }
   return out;
+}
+
+// --- the fused optimizers: one launch of kernels/hls/fused_adam or fused_sgd per step ----------------
+
+// AMP's GradScaler arguments are not in the kernels: such a step falls back, counted.
+void require_unscaled(const char* op, const std::optional<at::Tensor>& grad_scale,
+                      const std::optional<at::Tensor>& found_inf) {
+  if (grad_scale.has_value() || found_inf.has_value()) {
+    throw KernelUnavailable(std::string(op) + " with grad_scale/found_inf (a GradScaler step)");
+  }
+}
+
+// Tensor t's step count, as ATen's fused kernels read it (`state_step.item<float>()`): the steps
+// live on the device (the optimizer's _foreach_add_ counted them there), a float each.
+double step_of(const char* op, const at::Tensor& step) {
+  if (step.scalar_type() != at::kFloat || step.numel() != 1) {
+    throw KernelUnavailable(std::string(op) + " with state_steps that are not one float32 each");
+  }
+  sync_to_host(allocation_of(step));
+  return *step.data_ptr<float>();
+}
+
+// Adam (`adamw` false: the weight decay is added to the gradient) or AdamW (decoupled: the
+// parameter shrinks by 1 - lr * weight_decay), every list updated in place in one launch. The
+// per-tensor coefficients are ATen's, computed in double (the step may differ per tensor).
+void fused_adam(const KernelRef& kernel, const char* op, bool adamw, at::TensorList self, at::TensorList grads,
+                at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay, double eps,
+                bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                const std::optional<at::Tensor>& found_inf) {
+  static const KernelRef with_max{"mt_adam_amsgrad"};
+  check_lists(self, {grads, exp_avgs, exp_avg_sqs, state_steps});
+  if (amsgrad) check_lists(self, {max_exp_avg_sqs});
+  require_unscaled(op, grad_scale, found_inf);
+  constexpr size_t k = 9;  // sign, wd, decay, c1, beta2, c2, step_size, bc2_sqrt, eps (fused_adam/ops.yaml)
+  std::vector<double> s;
+  s.reserve(self.size() * k);
+  for (size_t t = 0; t < self.size(); ++t) {
+    const double step = step_of(op, state_steps[t]);
+    const double bias_correction1 = 1 - std::pow(beta1, step);
+    const double bias_correction2 = 1 - std::pow(beta2, step);
+    s.insert(s.end(), {maximize ? -1.0 : 1.0, adamw ? 0.0 : weight_decay, adamw ? 1 - lr * weight_decay : 1.0,
+                       1 - beta1, beta2, 1 - beta2, lr / bias_correction1, std::sqrt(bias_correction2), eps});
+  }
+  if (amsgrad) {
+    multi_apply(with_max, {self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs},
+                {self, exp_avgs, exp_avg_sqs, max_exp_avg_sqs}, s, k);
+  } else {
+    multi_apply(kernel, {self, grads, exp_avgs, exp_avg_sqs}, {self, exp_avgs, exp_avg_sqs}, s, k);
+  }
 }
 
 }  // namespace
@@ -219,6 +274,45 @@ void fpga_foreach_addcdiv_scalar_(const KernelRef& k, at::TensorList self, at::T
 void fpga_foreach_addcdiv_scalarlist_(const KernelRef& k, at::TensorList self, at::TensorList t1, at::TensorList t2,
                                       at::ArrayRef<at::Scalar> scalars) {
   inplace(k, self, {t1, t2}, values(self, scalars));
+}
+
+
+void fpga_fused_adam_(const KernelRef& k, at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
+                      at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
+                      double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                      bool maximize, const std::optional<at::Tensor>& grad_scale,
+                      const std::optional<at::Tensor>& found_inf) {
+  fused_adam(k, "_fused_adam_", false, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+             beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+void fpga_fused_adamw_(const KernelRef& k, at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
+                       at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
+                       double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                       bool maximize, const std::optional<at::Tensor>& grad_scale,
+                       const std::optional<at::Tensor>& found_inf) {
+  fused_adam(k, "_fused_adamw_", true, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+             beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+// SGD in place in one launch: with momentum, the buffers are updated too (on the first step they
+// are only written: ATen passes them uninitialized); without (momentum 0) there are none.
+void fpga_fused_sgd_(const KernelRef& k, at::TensorList self, at::TensorList grads,
+                     at::TensorList momentum_buffer_list, double weight_decay, double momentum, double lr,
+                     double dampening, bool nesterov, bool maximize, bool is_first_step,
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  static const KernelRef plain{"mt_sgd"};
+  check_lists(self, {grads});
+  require_unscaled("_fused_sgd_", grad_scale, found_inf);
+  const double sign = maximize ? -1.0 : 1.0;
+  if (momentum == 0) {
+    multi_apply(plain, {self, grads}, {self}, std::vector<double>{sign, weight_decay, -lr}, 3);
+    return;
+  }
+  check_lists(self, {momentum_buffer_list});
+  multi_apply(k, {self, grads, momentum_buffer_list}, {self, momentum_buffer_list},
+              std::vector<double>{sign, weight_decay, momentum, 1 - dampening, -lr, is_first_step ? 1.0 : 0.0,
+                                  nesterov ? 1.0 : 0.0},
+              7);
 }
 
 }  // namespace aten_fpga

@@ -19,7 +19,7 @@ import torch
 import aten_fpga
 from codegen.library import load_library
 from codegen.table import kernel_of, load_table
-from test_kernels_pointwise import GELU_BOUND, ULP, ULP16, gelu_error, ulp_distance
+from test_kernels_pointwise import SCALED, ULP, ULP16, scaled_error, ulp_distance
 from test_kernels_reduce import WIDE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,9 +142,9 @@ def assert_same(entry, actual: torch.Tensor, expected: torch.Tensor, x: torch.Te
     op = entry.kernel.split("/")[1]
     if entry.category == "reduce":  # another order than ATen's: against a wider reference, rounded once
         torch.testing.assert_close(actual, expected, equal_nan=True)
-    elif op == "gelu":
-        bound = GELU_BOUND if expected.dtype == torch.float32 else 2.0**-10
-        assert gelu_error(actual.float(), expected.float(), x.float()) <= bound
+    elif op in SCALED:
+        bound = SCALED[op] if expected.dtype == torch.float32 else 2.0**-10
+        assert scaled_error(actual.float(), expected.float(), x.float()) <= bound
     elif (ULP if expected.dtype == torch.float32 else ULP16 if expected.dtype == torch.float16 else {}).get(op):
         bound = (ULP if expected.dtype == torch.float32 else ULP16)[op]
         worst, nan_mismatches = ulp_distance(actual, expected)

@@ -40,52 +40,61 @@ int afpga_emu_level();
 
 namespace afpga_emu {
 
+// It is compiled with the kernels (C++14, HLS's language level): per-type variants are overloads
+// chosen by a std::true_type / std::false_type tag.
+template <typename A>
+A from_slot(uint64_t slot, std::true_type /* pointer */) {
+  return reinterpret_cast<A>(static_cast<uintptr_t>(slot));
+}
+template <typename A>
+A from_slot(uint64_t slot, std::false_type) {
+  static_assert(sizeof(A) <= sizeof(uint64_t), "scalar wider than an argument slot");
+  A v;
+  std::memcpy(&v, &slot, sizeof(A));  // the host stores the value's bytes, low bytes first
+  return v;
+}
 template <typename A>
 A from_slot(uint64_t slot) {
-  if constexpr (std::is_pointer_v<A>) {
-    return reinterpret_cast<A>(static_cast<uintptr_t>(slot));
-  } else {
-    static_assert(sizeof(A) <= sizeof(uint64_t), "scalar wider than an argument slot");
-    A v;
-    std::memcpy(&v, &slot, sizeof(A));  // the host stores the value's bytes, low bytes first
-    return v;
-  }
+  return from_slot<A>(slot, std::is_pointer<A>());
 }
 
 // The element of a port word: a vector port (hls::vector, which has a static size()) carries
 // lanes of its element type; any other pointee is the element itself.
+template <typename>
+struct to_void {
+  typedef void type;
+};
 template <typename P, typename = void>
 struct lane {
   typedef P type;
 };
 template <typename P>
-struct lane<P, std::void_t<decltype(P::size())>> {
+struct lane<P, typename to_void<decltype(P::size())>::type> {
   typedef std::remove_cv_t<std::remove_reference_t<decltype(std::declval<P&>()[0])>> type;
 };
 
 // How the host encodes a value of type E: half converts to float, so it is a float too.
 template <typename E>
 constexpr char kind() {
-  if constexpr (std::is_same_v<E, bool>) {
-    return AFPGA_KIND_BOOL;
-  } else if constexpr (std::is_integral_v<E>) {
-    return std::is_signed_v<E> ? AFPGA_KIND_SIGNED : AFPGA_KIND_UNSIGNED;
-  } else if constexpr (std::is_convertible_v<E, double>) {
-    return AFPGA_KIND_FLOAT;
-  } else {
-    return AFPGA_KIND_COMPLEX;  // std::complex<float>
-  }
+  return std::is_same<E, bool>::value        ? AFPGA_KIND_BOOL
+         : std::is_integral<E>::value        ? (std::is_signed<E>::value ? AFPGA_KIND_SIGNED : AFPGA_KIND_UNSIGNED)
+         : std::is_convertible<E, double>::value ? AFPGA_KIND_FLOAT
+                                                 : AFPGA_KIND_COMPLEX;  // std::complex<float>
 }
 
 template <typename A>
+afpga_emu_arg describe(std::true_type /* pointer */) {
+  typedef std::remove_cv_t<std::remove_pointer_t<A>> P;
+  typedef typename lane<P>::type E;
+  return {1, static_cast<int>(sizeof(P)), kind<E>(), static_cast<int>(sizeof(E))};
+}
+template <typename A>
+afpga_emu_arg describe(std::false_type) {
+  return {0, static_cast<int>(sizeof(A)), kind<A>(), static_cast<int>(sizeof(A))};
+}
+template <typename A>
 afpga_emu_arg describe() {
-  if constexpr (std::is_pointer_v<A>) {
-    typedef std::remove_cv_t<std::remove_pointer_t<A>> P;
-    typedef typename lane<P>::type E;
-    return {1, static_cast<int>(sizeof(P)), kind<E>(), static_cast<int>(sizeof(E))};
-  } else {
-    return {0, static_cast<int>(sizeof(A)), kind<A>(), static_cast<int>(sizeof(A))};
-  }
+  return describe<A>(std::is_pointer<A>());
 }
 
 // Hidden, so that each image has its own: with default visibility g++ makes this static local one
@@ -102,30 +111,33 @@ struct Signature;
 template <typename... A>
 struct Signature<void (*)(A...)> {
   static_assert(sizeof...(A) <= 16, "too many kernel arguments");
-  template <auto Fn, std::size_t... I>
+  template <void (*Fn)(A...), std::size_t... I>
   static void call(const uint64_t* s, std::index_sequence<I...>) {
     Fn(from_slot<A>(s[I])...);
   }
-  template <auto Fn>
+  template <void (*Fn)(A...)>
   static void invoke(const uint64_t* s) {
     call<Fn>(s, std::index_sequence_for<A...>{});
   }
-  template <auto Fn>
+  template <void (*Fn)(A...)>
   static afpga_emu_kernel entry(const char* name, const char* arg_names) {
     afpga_emu_kernel k{name, arg_names, static_cast<int>(sizeof...(A)), {}, &invoke<Fn>};
+    // The arguments in order: a braced list's elements are evaluated left to right.
     int i = 0;
-    ((k.args[i++] = describe<A>()), ...);
+    const int described[] = {0, ((k.args[i++] = describe<A>()), 0)...};
+    (void)described;
     return k;
   }
 };
 
-template <auto Fn>
+template <typename F, F Fn>
 struct Register {
   Register(const char* name, const char* arg_names) {
-    registry().push_back(Signature<decltype(Fn)>::template entry<Fn>(name, arg_names));
+    registry().push_back(Signature<F>::template entry<Fn>(name, arg_names));
   }
 };
 
 }  // namespace afpga_emu
 
-#define AFPGA_EMU_KERNEL(fn, arg_names) static ::afpga_emu::Register<&fn> fn##_registered(#fn, arg_names);
+#define AFPGA_EMU_KERNEL(fn, arg_names) \
+  static ::afpga_emu::Register<decltype(&fn), &fn> fn##_registered(#fn, arg_names);

@@ -29,8 +29,15 @@ template <typename T> using opmath_t = typename opmath<T>::type;
 template <typename T> struct is_complex : std::false_type {};
 template <typename T> struct is_complex<std::complex<T>> : std::true_type {};
 
-template <typename T>
-inline constexpr bool is_float_v = std::is_floating_point_v<T>;
+// The per-type variants below are chosen at compile time by overloading on these traits' tags
+// (std::true_type / std::false_type): HLS's language level is C++14, without `if constexpr`.
+template <typename T> struct is_float : std::is_floating_point<T> {};
+
+// hls::isnan for types that have NaN, false for those that have none (integers), so a template
+// can test any dtype.
+template <typename T> inline bool has_nan(T a, std::true_type) { return hls::isnan(a); }
+template <typename T> inline bool has_nan(T, std::false_type) { return false; }
+template <typename T> inline bool has_nan(T a) { return has_nan(a, is_float<T>()); }
 
 // --- arithmetic ---------------------------------------------------------------------------------
 
@@ -48,36 +55,34 @@ inline F rounded(F x) {
 // Complex product as ATen's Vectorized<c10::complex<float>> forms it: (ac - bd) + (ad + bc)i with
 // no fused operations and no C99 Annex G NaN recovery (std::complex's operator* has it).
 template <typename T>
-inline T mul(T a, T b) {
-  if constexpr (is_complex<T>::value) {
-    return T(rounded(a.real() * b.real()) - rounded(a.imag() * b.imag()),
-             rounded(a.real() * b.imag()) + rounded(a.imag() * b.real()));
-  } else {
-    return a * b;
-  }
+inline T mul(T a, T b, std::true_type /* complex */) {
+  return T(rounded(a.real() * b.real()) - rounded(a.imag() * b.imag()),
+           rounded(a.real() * b.imag()) + rounded(a.imag() * b.real()));
 }
+template <typename T>
+inline T mul(T a, T b, std::false_type) { return a * b; }
+template <typename T>
+inline T mul(T a, T b) { return mul(a, b, is_complex<T>()); }
 
 // a + alpha * b as ATen's CPU kernel rounds it: its vectorized loop uses one fused multiply-add
 // (vec::fmadd) for floating types, so we do too; with alpha == 1 this is the correctly rounded
 // a + b. sub is add with -alpha (ATen's sub_kernel calls add_kernel so).
 template <typename T>
-inline T add_alpha(T a, T b, T alpha) {
-  if constexpr (is_float_v<T>) {
-    return hls::fma(b, alpha, a);
-  } else {
-    return a + mul(b, alpha);  // integers wrap; complex: ATen's fmadd multiplies, then adds
-  }
+inline T add_alpha(T a, T b, T alpha, std::true_type /* floating point */) { return hls::fma(b, alpha, a); }
+template <typename T>
+inline T add_alpha(T a, T b, T alpha, std::false_type) {
+  return a + mul(b, alpha);  // integers wrap; complex: ATen's fmadd multiplies, then adds
 }
+template <typename T>
+inline T add_alpha(T a, T b, T alpha) { return add_alpha(a, b, alpha, is_float<T>()); }
 
 // -a; for complex ATen's vector loop computes 0 - a, so -0 parts become +0.
 template <typename T>
-inline T neg(T a) {
-  if constexpr (is_complex<T>::value) {
-    return T(0) - a;
-  } else {
-    return -a;
-  }
-}
+inline T neg(T a, std::true_type /* complex */) { return T(0) - a; }
+template <typename T>
+inline T neg(T a, std::false_type) { return -a; }
+template <typename T>
+inline T neg(T a) { return neg(a, is_complex<T>()); }
 
 // Python-style floor division, as ATen's div_floor_floating: from the exact remainder, so that
 // floor(a / b) is not spoiled by the rounding of a / b.
@@ -130,17 +135,13 @@ inline M xlogy(M x, M y) {
 // second operand, its scalar tail the first; we follow the vector loop, which runs the bulk.
 template <typename T>
 inline T maximum(T a, T b) {
-  if constexpr (is_float_v<T>) {
-    if (hls::isnan(a) || hls::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-  }
+  if (has_nan(a) || has_nan(b)) return std::numeric_limits<T>::quiet_NaN();
   return a > b ? a : b;
 }
 
 template <typename T>
 inline T minimum(T a, T b) {
-  if constexpr (is_float_v<T>) {
-    if (hls::isnan(a) || hls::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-  }
+  if (has_nan(a) || has_nan(b)) return std::numeric_limits<T>::quiet_NaN();
   return a < b ? a : b;
 }
 
@@ -169,29 +170,29 @@ inline T clamp(T a, T lo, T hi) {
 // --- unary --------------------------------------------------------------------------------------
 
 template <typename T>
-inline T abs(T a) {
-  if constexpr (is_float_v<T>) {
-    return hls::fabs(a);
-  } else {
-    return a < T(0) ? T(-a) : a;  // integers: the most negative value stays itself, as in ATen
-  }
+inline T abs(T a, std::true_type /* floating point */) { return hls::fabs(a); }
+template <typename T>
+inline T abs(T a, std::false_type) {
+  return a < T(0) ? T(-a) : a;  // integers: the most negative value stays itself, as in ATen
 }
+template <typename T>
+inline T abs(T a) { return abs(a, is_float<T>()); }
 
 // sign: -1, 0 or 1; 0 for NaN and for both zeros. For complex (torch.sgn) z / |z|, 0 for 0, and
 // NaN in both parts when either part of the quotient is NaN.
 template <typename T>
-inline T sign(T a) {
-  if constexpr (is_complex<T>::value) {
-    typedef typename T::value_type R;
-    const R m = hls::hypot(a.real(), a.imag());
-    if (m == R(0)) return T(0);
-    const R re = a.real() / m, im = a.imag() / m;
-    if (hls::isnan(re) || hls::isnan(im)) return T(std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::quiet_NaN());
-    return T(re, im);
-  } else {
-    return T((T(0) < a) - (a < T(0)));
-  }
+inline T sign(T a, std::true_type /* complex */) {
+  typedef typename T::value_type R;
+  const R m = hls::hypot(a.real(), a.imag());
+  if (m == R(0)) return T(0);
+  const R re = a.real() / m, im = a.imag() / m;
+  if (hls::isnan(re) || hls::isnan(im)) return T(std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::quiet_NaN());
+  return T(re, im);
 }
+template <typename T>
+inline T sign(T a, std::false_type) { return T((T(0) < a) - (a < T(0))); }
+template <typename T>
+inline T sign(T a) { return sign(a, is_complex<T>()); }
 
 // Round half to even (std::nearbyint in the default rounding mode), as torch.round.
 template <typename T>
@@ -301,13 +302,13 @@ inline T nan_to_num(T a, T nan, T posinf, T neginf) {
 
 // self + value * t1 * t2 as ATen fuses it: fma(value * t1, t2, self); complex: unfused.
 template <typename T>
-inline T addcmul(T self, T t1, T t2, T value) {
-  if constexpr (is_float_v<T>) {
-    return hls::fma(value * t1, t2, self);
-  } else {
-    return self + mul(mul(value, t1), t2);
-  }
+inline T addcmul(T self, T t1, T t2, T value, std::true_type /* floating point */) {
+  return hls::fma(value * t1, t2, self);
 }
+template <typename T>
+inline T addcmul(T self, T t1, T t2, T value, std::false_type) { return self + mul(mul(value, t1), t2); }
+template <typename T>
+inline T addcmul(T self, T t1, T t2, T value) { return addcmul(self, t1, t2, value, is_float<T>()); }
 
 template <typename T>
 inline T addcdiv(T self, T t1, T t2, T value) {
@@ -317,14 +318,17 @@ inline T addcdiv(T self, T t1, T t2, T value) {
 // lerp as ATen's vector loop: one fma from whichever end the weight is closer to (complex: a
 // product, then a sum; |weight| is hypot).
 template <typename T>
-inline T lerp(T start, T end, T weight) {
+inline T lerp(T start, T end, T weight, std::true_type /* complex */) {
   const T diff = end - start;
-  if constexpr (is_complex<T>::value) {
-    const bool small = hls::hypot(weight.real(), weight.imag()) < 0.5f;
-    return small ? mul(weight, diff) + start : mul(weight - T(1), diff) + end;
-  } else {
-    return hls::fabs(weight) < T(0.5) ? hls::fma(weight, diff, start) : hls::fma(weight - T(1), diff, end);
-  }
+  const bool small = hls::hypot(weight.real(), weight.imag()) < 0.5f;
+  return small ? mul(weight, diff) + start : mul(weight - T(1), diff) + end;
 }
+template <typename T>
+inline T lerp(T start, T end, T weight, std::false_type) {
+  const T diff = end - start;
+  return hls::fabs(weight) < T(0.5) ? hls::fma(weight, diff, start) : hls::fma(weight - T(1), diff, end);
+}
+template <typename T>
+inline T lerp(T start, T end, T weight) { return lerp(start, end, weight, is_complex<T>()); }
 
 }  // namespace afpga

@@ -47,18 +47,22 @@ rounds:
   return out;
 }
 
-// Uniform in [0, 1) with the compute type's precision: 24 bits for float, 53 for double.
+// Uniform in [0, 1) with the compute type's precision: 24 bits for float, 53 for double. The
+// scales 2^-24 and 2^-53 are written as their exact decimal values (hexadecimal floating literals
+// are C++17).
+const float TWO_POW_M24 = 5.9604644775390625e-08f;
+const double TWO_POW_M53 = 1.1102230246251565404236316680908203125e-16;
 template <typename M> struct unit;
 template <> struct unit<float> {
-  static float first(const Words& r) { return static_cast<float>(r.w[0] >> 8) * 0x1p-24f; }
-  static float second(const Words& r) { return static_cast<float>(r.w[1] >> 8) * 0x1p-24f; }
+  static float first(const Words& r) { return static_cast<float>(r.w[0] >> 8) * TWO_POW_M24; }
+  static float second(const Words& r) { return static_cast<float>(r.w[1] >> 8) * TWO_POW_M24; }
 };
 template <> struct unit<double> {
   static double first(const Words& r) {
-    return static_cast<double>(((static_cast<uint64_t>(r.w[0]) << 32) | r.w[1]) >> 11) * 0x1p-53;
+    return static_cast<double>(((static_cast<uint64_t>(r.w[0]) << 32) | r.w[1]) >> 11) * TWO_POW_M53;
   }
   static double second(const Words& r) {
-    return static_cast<double>(((static_cast<uint64_t>(r.w[2]) << 32) | r.w[3]) >> 11) * 0x1p-53;
+    return static_cast<double>(((static_cast<uint64_t>(r.w[2]) << 32) | r.w[3]) >> 11) * TWO_POW_M53;
   }
 };
 

@@ -74,6 +74,9 @@ CTYPES: dict[str, CType] = {
         CType("int16_t", 16, "i"), CType("uint16_t", 16, "u"),
         CType("int", 32, "i"), CType("unsigned", 32, "u"), CType("uint32_t", 32, "u"),
         CType("uint64_t", 64, "u"), CType("std::complex<double>", 128, "c"),
+        # how v++'s kernel metadata spells the 64-bit sizes (uint64_t on x86_64 Linux)
+        CType("unsigned long", 64, "u"), CType("unsigned long long", 64, "u"),
+        CType("long", 64, "i"), CType("long long", 64, "i"),
     )
 }
 # afpga::opmath_t<T> (aten_fpga_hls.h): the type an op computes in; ATen widens half to float.

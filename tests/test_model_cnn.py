@@ -45,11 +45,16 @@ def test_cnn_trains_to_the_cpu_weights():
     cpu_losses = train(cpu_model, batches)
 
     torch.testing.assert_close(fpga_losses, cpu_losses, rtol=1e-4, atol=1e-5)
-    assert fpga_losses[-1] < fpga_losses[0]  # it learns
     for (name, p_fpga), p_cpu in zip(fpga_model.state_dict().items(), cpu_model.state_dict().values()):
         assert p_fpga.device.type == "fpga", name
         torch.testing.assert_close(p_fpga.cpu(), p_cpu, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
     stats = aten_fpga.stats()
     conv = {op: r for op, r in stats.items() if "convolution" in op}
-    assert conv and all(r["cpu_fallback"] > 0 for r in conv.values()), conv
-    assert sum(r["fpga"] for r in stats.values()) > 0, stats  # the optimizer's and activations' kernels
+    assert conv and all(r["fpga"] > 0 and r["cpu_fallback"] == 0 for r in conv.values()), conv  # im2col + GEMM
+    fallbacks = {op for op, r in stats.items() if r["cpu_fallback"]}
+    assert fallbacks <= STILL_ON_THE_CPU, fallbacks
+
+
+# What the CNN's step still runs on the CPU (counted): nothing, since GEMM, convolution, pooling,
+# batch norm, the losses and the optimizer's foreach ops run as kernels.
+STILL_ON_THE_CPU: set[str] = set()

@@ -28,15 +28,17 @@ def test_device_module():
         torch.fpga.set_device(5)
 
 
-def test_manual_seed_makes_fpga_random_ops_reproducible_and_equal_to_the_cpu():
+def test_manual_seed_makes_fpga_random_ops_reproducible():
+    # The device's own generator (Philox, docs/rng.md): reproducible for a seed, not the CPU's stream.
     torch.fpga.manual_seed(1234)
     x = torch.randn(100, device="fpga")
     torch.fpga.manual_seed_all(1234)
     y = torch.randn(100, device="fpga")
-    torch.manual_seed(1234)
-    exact(x, torch.randn(100))
     exact(y, x.cpu())
+    torch.manual_seed(1234)  # seeds the fpga generator too
+    exact(torch.randn(100, device="fpga"), x.cpu())
     assert torch.fpga.initial_seed() == 1234
+    assert 0.5 < x.cpu().std().item() < 1.5
 
 
 def test_tensor_and_module_methods():
@@ -108,5 +110,5 @@ def test_mlp_trains_on_fpga_to_the_cpu_weights():
     torch.testing.assert_close(torch.tensor(fpga_losses), torch.tensor(cpu_losses), rtol=1e-5, atol=1e-6)
     assert fpga_losses[-1] < fpga_losses[0]  # it did learn
     stats = aten_fpga.stats()
-    assert stats["add.out"]["fpga"] > 0  # the table's kernels took part (momentum, bias grads...)
-    assert stats["addmm.out"]["cpu_fallback"] > 0  # the rest ran through the counted fallback
+    assert stats["addmm"]["fpga"] > 0 and stats["mm"]["fpga"] > 0  # the GEMM kernels, forward and backward
+    assert not any(r["cpu_fallback"] for r in stats.values()), stats  # the whole step runs on the FPGA

@@ -124,7 +124,7 @@ def test_xrt_device_under_noop(xrt_env):
         r["cus"] = [[c["runs"], c["last_args"]] for c in _C.cu_activity()]
         r["segments"] = torch.fpga.memory_stats()["segment.all.allocated"]
         try:
-            aten_fpga.load(aten_fpga.image() + ".missing")
+            aten_fpga.load(aten_fpga.image().replace("torch.xclbin", "missing.xclbin"))
         except FileNotFoundError as e:
             r["missing"] = "no fpga device image" in str(e)
         print(json.dumps(r))

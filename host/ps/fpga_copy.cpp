@@ -196,13 +196,13 @@ at::Tensor& triangle(const KernelRef& kernel, const at::Tensor& self, int64_t di
 }  // namespace
 
 at::Tensor& fpga_copy_(const KernelRef&, at::Tensor& self, const at::Tensor& src, bool non_blocking) {
-  if (self.is_privateuseone() && src.is_privateuseone() && src.is_conj() == self.is_conj() &&
-      src.is_neg() == self.is_neg()) {
+  if (self.device() == src.device() && src.is_conj() == self.is_conj() && src.is_neg() == self.is_neg()) {
     device_copy(self, src);
     return self;
   }
-  // To or from the CPU, or resolving a lazy conjugation or negation: ATen's copy_ hands it to
-  // _copy_from (copy.cpp), which goes through the host shadows (the CPU's copy resolves the bits).
+  // To or from the CPU, between two devices, or resolving a lazy conjugation or negation: ATen's
+  // copy_ hands it to _copy_from (copy.cpp), which goes through the host shadows (the CPU's copy
+  // resolves the bits).
   // The boxed fallback cannot: moving a conjugated tensor to the CPU clones it, which copies.
   return at::native::copy_(self, src, non_blocking);
 }

@@ -138,6 +138,8 @@ OPS = [
     u("neg", torch.neg, ARITH),
     u("sign", torch.sign, REAL),
     u("logical_not", torch.logical_not, CMP),
+    u("isposinf", torch.isposinf, FLOATS),
+    u("isneginf", torch.isneginf, FLOATS),
     Op("sgn", ("sgn.out",), torch.sgn, 1, (F32, F16, C64, I32, I64), skip=tail_of(C64)),
     u("reciprocal", torch.reciprocal, FLOATS),
     u("sqrt", torch.sqrt, FLOATS),

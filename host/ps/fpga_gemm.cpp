@@ -316,6 +316,8 @@ at::Tensor fpga_dot(const KernelRef& kernel, const at::Tensor& self, const at::T
 
 at::Tensor& fpga_addr_out(const KernelRef& kernel, const at::Tensor& self, const at::Tensor& vec1,
                           const at::Tensor& vec2, const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  // addr_ (ATen's composite in-place form) is addr.out into self: self is the result, not broadcast.
+  TORCH_CHECK(!out.is_same(self) || self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
   return addr_impl(kernel, self, vec1, vec2, beta, alpha, out);
 }
 

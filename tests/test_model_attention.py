@@ -13,19 +13,7 @@ import torch.nn.functional as F
 import aten_fpga
 
 # op -> why it still falls back (remove the line when its kernel lands)
-EXPECTED_FALLBACKS = {
-    "bmm.out": "matrix products: the gemm kernels",
-    "mm.out": "matrix products: the gemm kernels",
-    "_softmax.out": "softmax: the cnn kernels",
-    "_softmax_backward_data.out": "softmax's backward: the cnn kernels",
-    "fill_.Scalar": "torch.ones / full for the mask: the fill kernels",
-    "zero_": "zeros: the fill kernels",
-    "where.self": "where with a CPU scalar operand (-inf): kept on the fallback until its Scalar overload is listed",
-    "where.ScalarOther": "where(mask, x, scalar): not listed",
-    "where.ScalarSelf": "where(mask, scalar, x): not listed",
-    "sum.IntList_out": "reductions of a dtype without a kernel",
-    "isneginf.out": "softmax's check for fully masked rows: not listed yet",
-}
+EXPECTED_FALLBACKS: dict[str, str] = {}  # none: bmm, softmax, masks, fills and isneginf are kernels
 
 
 def qkv(seed, b=2, h=4, t=16, d=8):

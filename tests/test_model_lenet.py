@@ -12,13 +12,7 @@ import torch.nn.functional as F
 import aten_fpga
 
 # What a LeNet step still runs on the CPU, and which kernel family takes it off:
-LENET_FALLBACKS = {
-    "mm.out", "addmm.out", "bmm.out",  # linear layers and the convolutions' GEMM: the GEMM kernels
-    "_log_softmax.out", "_log_softmax_backward_data.out",  # cross-entropy: the softmax kernels
-    "nll_loss_forward.output", "nll_loss_backward.grad_input",  # and the loss kernels
-    "relu", "threshold_backward.grad_input",  # ReLU and its gradient: the activation kernels
-    "fill_.Scalar",  # autograd's seed gradient, ones_like(loss): a fill kernel
-}
+LENET_FALLBACKS: set[str] = set()  # none: GEMM, convolution, pooling, ReLU, cross-entropy and fills are kernels
 
 
 class LeNet5(nn.Module):

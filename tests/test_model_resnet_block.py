@@ -10,11 +10,7 @@ import torch.nn as nn
 import aten_fpga
 
 # What the block still runs on the CPU, and which kernel family takes it off:
-BLOCK_FALLBACKS = {
-    "bmm.out",  # the convolutions' GEMM: the GEMM kernels
-    "native_batch_norm", "native_batch_norm_backward",  # the norm kernels
-    "relu", "threshold_backward.grad_input",  # ReLU and its gradient: the activation kernels
-}
+BLOCK_FALLBACKS: set[str] = set()  # none: convolution, batch norm, ReLU and GEMM are kernels
 
 
 class BasicBlock(nn.Module):

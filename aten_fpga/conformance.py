@@ -44,14 +44,31 @@ OP_TIMEOUT = 120.0  # seconds one OpInfo's checks may take in the sweep before i
 FALLBACK_SAMPLE = ("sort", "argsort", "cumsum", "cumprod", "topk", "kthvalue", "flip", "roll", "gather",
                    "lgamma", "digamma", "transpose")
 # Table ops PyTorch has no OpInfo for, or whose OpInfo is named after the composite that reaches
-# them (softmax, batch_norm, nll_loss...): their coverage is in tests/test_kernels_*.py.
+# them (softmax, batch_norm, nll_loss...), backward ops (the samples do not require grad), the
+# multi-tensor and fused optimizer ops (not in op_db), and the random ops, which draw from the
+# device's own generator (a stream of its own, docs/rng.md): their coverage is in
+# tests/test_kernels_*.py and tests/test_model_*.py.
 NO_OPINFO: frozenset[str] = frozenset({
     "threshold_backward", "sigmoid_backward", "tanh_backward", "silu_backward", "leaky_relu_backward",
     "elu_backward", "hardtanh_backward", "gelu_backward", "relu_", "hardtanh_", "mse_loss_backward",
     "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",
     "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
     "native_batch_norm", "native_batch_norm_backward", "native_layer_norm", "native_layer_norm_backward",
-    "native_group_norm", "native_group_norm_backward"})
+    "native_group_norm", "native_group_norm_backward",
+    "_adaptive_avg_pool2d_backward", "avg_pool2d_backward", "convolution_backward_overrideable",
+    "embedding_dense_backward", "unfold_backward", "copy_",
+    "_foreach_add", "_foreach_add_", "_foreach_addcdiv_", "_foreach_addcmul_", "_foreach_div", "_foreach_div_",
+    "_foreach_lerp_", "_foreach_maximum_", "_foreach_mul", "_foreach_mul_", "_foreach_neg", "_foreach_neg_",
+    "_foreach_sqrt", "_foreach_sqrt_", "_fused_adam_", "_fused_adamw_", "_fused_sgd_",
+    "bernoulli_", "exponential_", "normal_", "random_", "uniform_", "native_dropout"})
+# OpInfos named after the composite op that reaches a table op: the table run runs them too.
+REACHES: dict[str, tuple[str, ...]] = {
+    "fft.fft": ("_fft_c2c",), "fft.rfft": ("_fft_r2c",), "fft.irfft": ("_fft_c2r",),
+    "nn.functional.conv2d": ("convolution_overrideable",),
+    "nn.functional.adaptive_avg_pool2d": ("_adaptive_avg_pool2d",),
+    "nn.functional.max_pool2d": ("max_pool2d_with_indices",),
+    "nn.functional.pad.reflect": ("reflection_pad1d",),
+    "masked_fill": ("masked_fill_",), "fill": ("fill_",)}
 # Table ops whose OpInfo samples only call overloads the table leaves to the fallback: clamp's
 # samples pass tensor bounds (clamp.Tensor); the table runs the scalar-bound overloads.
 SAMPLES_USE_OTHER_OVERLOADS = frozenset({"clamp", "clamp_min", "clamp_max"})
@@ -202,7 +219,7 @@ def failure_class(reason: str) -> str:
 class Result:
     op: str  # OpInfo name (with variant)
     kind: str  # "table" or "fallback"
-    aten: str  # the ATen operator it exercises
+    aten: tuple[str, ...]  # the table's ATen operators it exercises
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -238,11 +255,10 @@ def _variants(opinfo, all_variants: bool):
         yield "out", opinfo.op
 
 
-def run_opinfo(opinfo, dtypes, kind: str, quick: bool) -> Result:
+def run_opinfo(opinfo, dtypes, kind: str, quick: bool, reaches: tuple[str, ...] = ()) -> Result:
     import aten_fpga
 
-    result = Result(opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else ""), kind,
-                    _aten_name(opinfo))
+    result = Result(_full_name(opinfo), kind, reaches or (_aten_name(opinfo),))
     supported = opinfo.supported_dtypes("cpu")
     before = aten_fpga.stats()
     for dtype in dtypes:
@@ -257,10 +273,12 @@ def run_opinfo(opinfo, dtypes, kind: str, quick: bool) -> Result:
             for variant, fn in _variants(opinfo, kind == "table"):
                 what = f"{dtype} sample {i}" + ("" if variant == "functional" else f" {variant}")
                 result.record(what, check(fn, s, variant))
-    # Every launch and fallback while this op's samples ran (composite ops run several ATen ops).
+    # The FPGA runs of the ops it reaches (not the copies that made its inputs), and every fallback
+    # while its samples ran (composite ops run several ATen ops).
     for op, counts in aten_fpga.stats().items():
         b = before.get(op, {"fpga": 0, "cpu_fallback": 0})
-        result.fpga_runs += counts["fpga"] - b["fpga"]
+        if op.split(".")[0] in result.aten:
+            result.fpga_runs += counts["fpga"] - b["fpga"]
         result.cpu_fallbacks += counts["cpu_fallback"] - b["cpu_fallback"]
     return result
 
@@ -278,8 +296,15 @@ def run(quick: bool = False, only: tuple[str, ...] = ()) -> list[Result]:
     results = []
     for opinfo in op_db:
         base = _aten_name(opinfo)
-        if base in table and (not only or base in only):
-            results.append(run_opinfo(opinfo, table[base], "table", quick))
+        reached = REACHES.get(_full_name(opinfo), (base, base + "_"))  # an in-place op by its OpInfo
+        reached = tuple(op for op in reached if op in table and op not in NO_OPINFO and (not only or op in only or base in only))
+        if reached:
+            dtypes = {d for op in reached for d in table[op]}
+            if not any(d.is_complex for d in opinfo.supported_dtypes("cpu")):  # rfft: complex64 from float32
+                dtypes = {d.to_real() for d in dtypes}
+            dtypes = sorted(dtypes, key=str)
+            # A composite's largest samples may all take its fallback (an FFT of 3 x 5): all of them.
+            results.append(run_opinfo(opinfo, dtypes, "table", quick and _full_name(opinfo) not in REACHES, reached))
         elif opinfo.name in FALLBACK_SAMPLE and not opinfo.variant_test_name and not only:
             results.append(run_opinfo(opinfo, (torch.float32,), "fallback", quick))
     return results

@@ -155,18 +155,17 @@ at::Tensor fpga_convolution(const KernelRef& kernel, const at::Tensor& input, co
   const at::Tensor col = window_kernel(kernel, s, input, true);  // [C*K, N, lpitch]
   const int64_t lpitch = col.size(2), g = s.groups;
   const at::Tensor w = weight.reshape({g, s.cout / g, s.cg() * s.k()});
-  const at::Tensor prod = at::bmm(w, col.view({g, s.cg() * s.k(), s.n * lpitch}));  // [G, Cout/G, N*lpitch]
-  // [Cout, N, pixels] -> [N, Cout, pixels]: a strided view the output copy (or the bias add) gathers.
+  const at::Tensor a = col.view({g, s.cg() * s.k(), s.n * lpitch});
+  // The bias is the GEMM's c (beta = 1): added in the accumulator and rounded once, as ATen's
+  // float16 convolutions are (an add after a rounded product is off by ulps where they cancel).
+  const bool has_bias = bias.has_value() && bias->defined();
+  const at::Tensor prod = has_bias ? at::baddbmm(bias->view({g, s.cout / g, 1}).expand({g, s.cout / g, s.n * lpitch}), w, a)
+                                   : at::bmm(w, a);  // [G, Cout/G, N*lpitch]
+  // [Cout, N, pixels] -> [N, Cout, pixels]: a strided view the output copy gathers.
   const at::Tensor view = prod.view({s.cout, s.n, lpitch}).narrow(2, 0, s.oh * s.ow).permute({1, 0, 2})
                               .view(s.out_sizes(input.dim() - 2));
   at::Tensor out = at::empty(s.out_sizes(input.dim() - 2), input.options());
-  if (bias.has_value() && bias->defined()) {
-    std::vector<int64_t> b(out.dim(), 1);
-    b[1] = s.cout;
-    at::add_out(out, view, bias->view(b));
-  } else {
-    out.copy_(view);
-  }
+  out.copy_(view);
   return out;
 }
 

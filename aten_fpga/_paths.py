@@ -3,8 +3,6 @@ install), or the folder named by ATEN_FPGA_BUILD."""
 import os
 import sysconfig
 
-LEVELS = (1, 2, 3, 4)
-
 
 def build_dir() -> str:
     env = os.environ.get("ATEN_FPGA_BUILD")
@@ -18,6 +16,8 @@ def extension_path() -> str:
 
 
 def emu_image_path(level: int) -> str:
-    if level not in LEVELS:
-        raise ValueError(f"XCL_OPT level {level!r} does not exist; choose one of {LEVELS}")
+    from ._C_loader import _C  # the XCL_OPT levels of the ABI table (codegen/abi.py) the extension was built with
+
+    if level not in _C.levels:
+        raise ValueError(f"XCL_OPT level {level!r} does not exist; choose one of {tuple(_C.levels)}")
     return os.path.join(build_dir(), "emu", f"opt{level}", "torch_emu.so")

@@ -12,20 +12,12 @@ import torch
 
 import aten_fpga
 
-LEVELS = (1, 2, 3, 4)
 # Shapes: shorter than a 512-bit word, not whole words, several table rows (16384 elements a row).
 SHAPES = [(3,), (17, 5), (40000,), (2, 3, 4), (1,), (64, 16)]
 STEPS = 5
 # Floats per vector of ATen's CPU loop (AVX512: 16, else 8) and the tolerance of its scalar tail.
 VEC = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
 TAIL = dict(rtol=1e-5, atol=1e-6)
-
-
-@pytest.fixture(scope="module", params=LEVELS, ids=[f"opt{l}" for l in LEVELS])
-def level(request):
-    aten_fpga.load(request.param)
-    yield request.param
-    aten_fpga.load(4)
 
 
 def on_device(t):

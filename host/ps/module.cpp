@@ -5,6 +5,7 @@
 
 #include <torch/csrc/Generator.h>
 
+#include "afpga_abi.h"  // generated from codegen/abi.py: AFPGA_LEVELS
 #include "allocator.h"
 #include "generator.h"
 #include "runtime.h"
@@ -60,6 +61,9 @@ py::list cu_activity(int device) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "aten_fpga host runtime";
+#define AFPGA_LEVEL_NAME(level, name) {level, name},
+  m.attr("levels") = std::map<int, std::string>{AFPGA_LEVELS(AFPGA_LEVEL_NAME)};  // the ABI table's XCL_OPT levels
+#undef AFPGA_LEVEL_NAME
   m.def("device_kind", &aten_fpga::device_kind, "the device layer serving fpga: 'emu' or 'xrt'");
   m.def("xrt_built", &aten_fpga::xrt_built, "whether this build has the XRT device");
   m.def("device_count", &aten_fpga::device_count, "number of fpga devices");

@@ -106,15 +106,6 @@ at::Tensor& fpga_nll_loss_backward_out(const KernelRef& kernel, const at::Tensor
   return grad_input;
 }
 
-std::tuple<at::Tensor&, at::Tensor&> fpga_nll_loss2d_forward_out(const KernelRef& kernel, const at::Tensor& self,
-                                                                 const at::Tensor& target,
-                                                                 const std::optional<at::Tensor>& weight,
-                                                                 int64_t reduction, int64_t ignore_index,
-                                                                 at::Tensor& output, at::Tensor& total_weight) {
-  forward(kernel, self, target, weight, reduction, ignore_index, output, total_weight);
-  return {output, total_weight};
-}
-
 std::tuple<at::Tensor, at::Tensor> fpga_nll_loss2d_forward(const KernelRef& kernel, const at::Tensor& self,
                                                            const at::Tensor& target,
                                                            const std::optional<at::Tensor>& weight,
@@ -122,15 +113,6 @@ std::tuple<at::Tensor, at::Tensor> fpga_nll_loss2d_forward(const KernelRef& kern
   at::Tensor output = at::empty({0}, self.options()), total_weight = at::empty({0}, self.options());
   forward(kernel, self, target, weight, reduction, ignore_index, output, total_weight);
   return {output, total_weight};
-}
-
-at::Tensor& fpga_nll_loss2d_backward_out(const KernelRef& kernel, const at::Tensor& grad_output,
-                                         const at::Tensor& self, const at::Tensor& target,
-                                         const std::optional<at::Tensor>& weight, int64_t reduction,
-                                         int64_t ignore_index, const at::Tensor& total_weight,
-                                         at::Tensor& grad_input) {
-  backward(kernel, grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
-  return grad_input;
 }
 
 at::Tensor fpga_nll_loss2d_backward(const KernelRef& kernel, const at::Tensor& grad_output, const at::Tensor& self,

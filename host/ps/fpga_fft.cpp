@@ -4,9 +4,8 @@
 // The kernel (kernels/hls/fft) transforms contiguous rows of 2^k complex64 samples. A transform
 // over several dims is one pass per dim: the dim is moved innermost by a copy on the device (the
 // strided copy kernel), the rows are transformed, and the result is viewed back. Real input (r2c)
-// is packed into complex rows on the device; Hermitian input (c2r) is extended to its full
-// spectrum on the device (the mirrored bins gathered and conjugated), transformed and its real
-// part taken. Sizes that are not a power of two, or above 2^16, run on the CPU through the
+// is packed into complex rows on the device; Hermitian input (c2r) is transformed as its half
+// spectrum with the paired bins doubled, and its real part taken. Sizes that are not a power of two, or above 2^16, run on the CPU through the
 // counted fallback (KernelUnavailable, thrown before any work).
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
@@ -198,21 +197,19 @@ at::Tensor fpga_fft_c2r(const KernelRef& kernel, const at::Tensor& self, at::Int
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
     x = pass(kernel, x, dims[i], /*forward=*/false, norm_scale(normalization, self.size(dims[i])));
   }
-  // The full spectrum: bins 0..n/2 as given, bin k > n/2 the conjugate of bin n - k.
+  // A real signal's spectrum is Hermitian: bin n - k is the conjugate of bin k, so the inverse
+  // transform's real part is that of the inverse of the half spectrum with bins 1 .. (n-1)/2
+  // doubled and the others zero (X_k e^{i t} + conj(X_k) e^{-i t} = 2 Re(X_k e^{i t})). No mirrored
+  // copy of the spectrum is needed, and, as in pocketfft, the imaginary parts of bin 0 (and n/2)
+  // drop out.
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
   sizes[last] = n;
   at::Tensor full = complex_zeros(sizes, x.options());
   const int64_t given = std::min(x.size(last), n / 2 + 1);
   if (full.numel() > 0) {
     copy_complex(full.narrow(last, 0, given), x.narrow(last, 0, given));
-    const int64_t mirrored = std::min(n - n / 2 - 1, x.size(last) - 1);
-    if (mirrored > 0) {
-      // bins n-k for k = n/2+1 .. n-1: x's bins mirrored-..1, gathered in reverse on the device
-      const at::Tensor index = at::arange(mirrored, 0, -1, at::TensorOptions().dtype(at::kLong)).to(x.device());
-      at::Tensor tail = full.narrow(last, n - mirrored, mirrored);
-      at::view_as_real(tail).copy_(at::index_select(at::view_as_real(x), last, index));
-      at::view_as_real(tail).select(-1, 1).mul_(-1);  // conjugate
-    }
+    const int64_t paired = std::min(n - n / 2 - 1, x.size(last) - 1);  // bins whose conjugate is implied
+    if (paired > 0) at::view_as_real(full.narrow(last, 1, paired)).mul_(2);
   }
   const at::Tensor y = pass(kernel, full, last, /*forward=*/false, norm_scale(normalization, n));
   at::Tensor out = at::empty(sizes, x.options().dtype(at::kFloat));

@@ -99,11 +99,24 @@ def model(n: int) -> list[dict]:
 # A convolution as im2col + GEMM: im2col walks one col element per cycle at XCL_OPT 1-3 and 16 at
 # XCL_OPT 4 (kernels/hls/im2col), and
 # writes the col matrix ([C*K, N*OH*OW]) to device memory; the GEMM reads it back. A direct
-# convolution reads the input once but needs its own MAC array. Both share the MAC rate of one
-# systolic array of GEMM_MACS fp32 multiply-adds per cycle; the GEMM streams its operands from
-# one bank each. Pooling walks one window element per cycle per CU. Backward: two GEMMs (grad_input
+# convolution reads the input once but needs its own MAC array. Both use the XCL_OPT 4 GEMM's PE
+# array (the platform's default gemm_pe): its cycles for an m x n x k product are those of the
+# kernel as written -- per c tile, the row blocks that hold rows of c, each k * IL cycles -- so a
+# product with few rows (a convolution's Cout) uses a fraction of the array. The GEMM streams its
+# operands from one bank each. Pooling walks one window element per cycle per CU. Backward: two GEMMs (grad_input
 # through col2im, grad_weight through a fresh im2col) for the convolution, one window walk for pooling.
-GEMM_MACS = 256  # a 16x16 fp32 systolic array at CLOCK_HZ
+
+
+def pe_array_seconds(m: int, n: int, k: int, platform) -> float:
+    """Seconds of the XCL_OPT 4 GEMM kernel's compute for one m x n x k product (kernels/hls/gemm/opt4:
+    TM = PM * SM rows and TN = PN * IL columns a tile; a tile runs its row blocks that hold rows of
+    c, each taking k * IL cycles)."""
+    from afpga.platforms import GEMM_PE
+
+    pm, pn = GEMM_PE[platform.alias]
+    tm, tn = pm * GEMM_SM, pn * GEMM_IL
+    blocks = (m // tm) * GEMM_SM + -(-(m % tm) // pm)  # row blocks over all row tiles
+    return blocks * -(-n // tn) * k * GEMM_IL / CLOCK_HZ
 
 
 def cnn_layers() -> list[dict]:
@@ -129,8 +142,11 @@ def cnn_layer_seconds(l: dict, platform, method: str) -> float:
     if l["kind"] == "pool":
         walk = pix * l["c"] * l["k"] ** 2 / CLOCK_HZ  # one window element per cycle, forward
         return 2 * walk + 4 * LAUNCH_S  # backward walks the windows again
-    macs = pix * l["cout"] * l["c"] * l["k"] ** 2
-    gemm = macs / (GEMM_MACS * CLOCK_HZ)
+    ck = l["c"] * l["k"] ** 2
+    # forward: [Cout x C*K] @ [C*K x pixels]; grad_weight: [Cout x pixels] @ [pixels x C*K]; grad_input:
+    # [C*K x Cout] @ [Cout x pixels] -- a third of the layer's GEMM time each, as the formula below counts it.
+    gemm = (pe_array_seconds(l["cout"], pix, ck, platform) + pe_array_seconds(l["cout"], ck, pix, platform)
+            + pe_array_seconds(ck, pix, l["cout"], platform)) / 3
     image = l["n"] * l["c"] * l["h"] * l["w"] * ELEMENT_BYTES
     out = pix * l["cout"] * ELEMENT_BYTES
     if method == "direct":  # reads the image, writes the output: one pass per GEMM-equivalent
@@ -172,12 +188,12 @@ def cnn_model(platforms=("u250", "u55c")) -> list[dict]:
 
 def cnn_main(json_path: str) -> None:
     rows = cnn_model()
-    print(f"CNN layers, forward + backward, projected (GEMM: {GEMM_MACS} MACs/cycle at {CLOCK_HZ / 1e6:.0f} MHz)")
+    print(f"CNN layers, forward + backward, projected (GEMM: the XCL_OPT 4 PE array at {CLOCK_HZ / 1e6:.0f} MHz)")
     print_table(["model", "layer", "platform", "method", "device ms", "cpu ms", "x cpu"],
                 [[r["model"], r["layer"], r["platform"], r["method"], r["device_ms"], r["cpu_ms"], r["speedup"]]
                  for r in rows])
     write_json(json_path, {"benchmark": "perf_model_cnn", "machine": machine(), "clock_hz": CLOCK_HZ,
-                           "gemm_macs_per_cycle": GEMM_MACS, "launch_s": LAUNCH_S, "rows": rows})
+                           "launch_s": LAUNCH_S, "rows": rows})
     plt = pyplot()
     if plt is None:
         return

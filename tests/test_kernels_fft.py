@@ -97,15 +97,38 @@ def test_multi_dim_transforms(level):
     close(torch.fft.hfft(on_device(x[0]), n=16), torch.fft.hfft(x[0], n=16), 16)
 
 
-def test_lengths_that_are_no_power_of_two_fall_back_counted(level):
-    x = cplx(2, 12)
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12, 100, 1000, 4095])
+def test_other_lengths_run_as_chirp_z_transforms(level, n):
+    # Bluestein: an m-point convolution (m >= 2n - 1, a power of two) between chirp products.
+    x = cplx(3, n, seed=n)
     aten_fpga.reset_stats()
-    close(torch.fft.fft(on_device(x)), torch.fft.fft(x), 12)
+    close(torch.fft.fft(on_device(x)), torch.fft.fft(x), n)
+    close(torch.fft.ifft(on_device(x), norm="ortho"), torch.fft.ifft(x, norm="ortho"), n)
+    r = x.real.contiguous()
+    close(torch.fft.rfft(on_device(r)), torch.fft.rfft(r), n)
+    close(torch.fft.irfft(on_device(x), n=n), torch.fft.irfft(x, n=n), n)  # odd n: the full spectrum has n points
+    ran_on_fpga("_fft_c2c", "_fft_r2c", "_fft_c2r")
+
+
+def test_mixed_lengths_over_several_dims(level):
+    x = cplx(6, 10, 16, seed=4)
+    aten_fpga.reset_stats()
+    close(torch.fft.fftn(on_device(x)), torch.fft.fftn(x), 960)
+    close(torch.fft.rfft2(on_device(x.real.contiguous())), torch.fft.rfft2(x.real.contiguous()), 160)
+    ran_on_fpga("_fft_c2c", "_fft_r2c")
+
+
+def test_longest_chirp_z_transform(level):
+    n = (1 << 15) - 1
+    x = cplx(1, n)
+    close(torch.fft.fft(on_device(x)), torch.fft.fft(x), n)
+
+
+def test_lengths_beyond_the_rows_fall_back_counted(level):
+    x = cplx(1, (1 << 15) + 2)  # 2n - 1 points do not fit a 2^16-point row
+    aten_fpga.reset_stats()
+    close(torch.fft.fft(on_device(x)), torch.fft.fft(x), x.size(1))
     assert aten_fpga.stats()["_fft_c2c"]["cpu_fallback"] == 1
-    y = cplx(2, 5)  # irfft to an odd length: the full spectrum has 9 points
-    aten_fpga.reset_stats()
-    close(torch.fft.irfft(on_device(y), n=9), torch.fft.irfft(y, n=9), 9)
-    assert aten_fpga.stats()["_fft_c2r"]["cpu_fallback"] == 1
 
 
 def test_out_variants(level):

@@ -5,8 +5,11 @@
 // over several dims is one pass per dim: the dim is moved innermost by a copy on the device (the
 // strided copy kernel), the rows are transformed, and the result is viewed back. Real input (r2c)
 // is packed into complex rows on the device; Hermitian input (c2r) is transformed as its half
-// spectrum with the paired bins doubled, and its real part taken. Sizes that are not a power of two, or above 2^16, run on the CPU through the
-// counted fallback (KernelUnavailable, thrown before any work).
+// spectrum with the paired bins doubled, and its real part taken. A length that is not a power of
+// two (up to 2^15) runs as Bluestein's chirp-z transform: a convolution of power-of-two length
+// m >= 2n - 1 through the same kernel, between pointwise products with chirp tables the host
+// computes in double precision. Longer rows run on the CPU through the counted fallback
+// (KernelUnavailable, thrown before any work).
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -24,6 +27,9 @@ namespace aten_fpga {
 namespace {
 
 constexpr int64_t kMaxPoints = int64_t(1) << 16;  // the kernels' on-chip row (LOG2_NMAX)
+constexpr int64_t kMaxChirpPoints = kMaxPoints / 2;  // Bluestein: 2n - 1 points must fit a row
+
+bool power_of_two(int64_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 
 // ATen's fft_norm_mode: none, by_root_n, by_n.
 double norm_scale(int64_t normalization, int64_t n) {
@@ -61,21 +67,21 @@ at::Tensor complex_zeros(at::IntArrayRef sizes, const at::TensorOptions& options
   return at::view_as_complex(at::zeros(parts, options.dtype(at::kFloat)));
 }
 
-// Every transform length the kernel must run: a power of two up to kMaxPoints, else the whole op
-// falls back (before anything is allocated or launched).
+// Every transform length the device must run: a power of two up to kMaxPoints or any length up to
+// kMaxChirpPoints, else the whole op falls back (before anything is allocated or launched).
 void require_lengths(const KernelRef& kernel, const at::Tensor& self, const std::vector<int64_t>& lengths) {
   kernel_for(kernel, at::kComplexFloat, self.device());  // KernelUnavailable without an fft kernel
   for (int64_t n : lengths) {
-    if (n < 1 || n > kMaxPoints || (n & (n - 1)) != 0) {
+    if (n < 1 || n > (power_of_two(n) ? kMaxPoints : kMaxChirpPoints)) {
       throw KernelUnavailable("v_" + std::string(kernel.name) + "_complex64 of " + std::to_string(n) +
-                              " points (powers of two up to 65536 run on the FPGA)");
+                              " points (powers of two up to 65536 and other lengths up to 32768 run on the FPGA)");
     }
   }
 }
 
-// The 1-D transform of the complex64 tensor x along dim d, on the device: a new tensor (a view of
-// the kernel's output rows).
-at::Tensor pass(const KernelRef& kernel, const at::Tensor& x, int64_t d, bool forward, double scale) {
+// The 1-D transform of the power-of-two-long rows of the complex64 tensor x along dim d, on the
+// device: a new tensor (a view of the kernel's output rows).
+at::Tensor kernel_pass(const KernelRef& kernel, const at::Tensor& x, int64_t d, bool forward, double scale) {
   const int64_t n = x.size(d);
   const at::Tensor rows = x.movedim(d, -1);
   if (x.numel() == 0) return at::empty(rows.sizes(), x.options()).movedim(-1, d);
@@ -110,6 +116,40 @@ at::Tensor pass(const KernelRef& kernel, const at::Tensor& x, int64_t d, bool fo
   launch.run();
   mark_device_written(out_alloc);
   return out.narrow(1, 0, n).view(rows.sizes()).movedim(-1, d);
+}
+
+// Bluestein: with jk = (j^2 + k^2 - (k - j)^2) / 2, the n-point transform
+//   X_k = scale * sum_j x_j e^{s 2 pi i jk/n} = scale * w_k * sum_j (x_j w_j) conj(w_{k-j}),
+// w_t = e^{s pi i t^2/n} (s = -1 forward, +1 inverse), is a convolution of x w with conj(w): done
+// as m-point transforms (m >= 2n - 1, a power of two) on the device. The host makes the tables in
+// double precision -- w (times the scale) and the filter's transform, which includes the inverse's
+// 1/m -- as the build makes the kernel's twiddles; t^2 is reduced mod 2n first, so the angle is exact.
+at::Tensor bluestein_pass(const KernelRef& kernel, const at::Tensor& x, int64_t d, bool forward, double scale) {
+  const int64_t n = x.size(d), m = int64_t(1) << log2_of(2 * n - 1);
+  const at::Tensor t = at::arange(n, at::TensorOptions().dtype(at::kLong));
+  const at::Tensor angle = (t * t).remainder(2 * n).to(at::kDouble) * ((forward ? -M_PI : M_PI) / n);
+  const at::Tensor w = at::polar(at::ones_like(angle), angle);  // complex128, on the CPU
+  at::Tensor filter = at::zeros({m}, w.options());
+  filter.narrow(0, 0, n).copy_(w.conj());
+  if (n > 1) filter.narrow(0, m - n + 1, n - 1).copy_(w.conj().narrow(0, 1, n - 1).flip(0));
+  const at::Tensor filter_hat = (at::fft_fft(filter) / static_cast<double>(m)).to(at::kComplexFloat).to(x.device());
+  const at::Tensor chirp = w.to(at::kComplexFloat).to(x.device());
+  const at::Tensor chirp_out = (w * scale).to(at::kComplexFloat).to(x.device());
+  const at::Tensor rows = x.movedim(d, -1);
+  std::vector<int64_t> sizes(rows.sizes().begin(), rows.sizes().end());
+  sizes.back() = m;
+  at::Tensor a = complex_zeros(sizes, x.options());
+  at::Tensor head = a.narrow(-1, 0, n);
+  at::mul_out(head, rows, chirp);
+  at::Tensor a_hat = kernel_pass(kernel, a, -1, /*forward=*/true, 1.0);
+  a_hat = at::mul(a_hat, filter_hat);
+  const at::Tensor conv = kernel_pass(kernel, a_hat, -1, /*forward=*/false, 1.0);
+  return at::mul(conv.narrow(-1, 0, n), chirp_out).movedim(-1, d);
+}
+
+at::Tensor pass(const KernelRef& kernel, const at::Tensor& x, int64_t d, bool forward, double scale) {
+  return power_of_two(x.size(d)) || x.numel() == 0 ? kernel_pass(kernel, x, d, forward, scale)
+                                                   : bluestein_pass(kernel, x, d, forward, scale);
 }
 
 std::vector<int64_t> wrapped(const at::Tensor& self, at::IntArrayRef dim) {

@@ -46,6 +46,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
         with graph.inserting_after(call):
             gets = [graph.call_function(operator.getitem, (call, i)) for i in range(len(p.outputs))]
         for n, get in zip(p.outputs, gets):
+            get.meta = dict(n.meta)  # a later group planned from it needs its shape and dtype
             n.replace_all_uses_with(get)
         for n in sorted(members, key=_position(graph), reverse=True):
             graph.erase_node(n)

@@ -22,7 +22,8 @@ aten = torch.ops.aten
 # them each is a host function launching several table kernels that no chain can join.
 _DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, aten._log_softmax_backward_data,
               aten.native_layer_norm, aten.native_layer_norm_backward, aten.mse_loss, aten.mse_loss_backward,
-              aten.silu, aten.silu_backward]
+              aten.silu, aten.silu_backward,
+              aten.var_mean]  # layer_norm's: var and mean are table kernels, var_mean is not
 
 
 def decompositions() -> dict:

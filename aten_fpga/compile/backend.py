@@ -14,7 +14,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
 from .fuse import partition
-from .runner import FusedGroup
+from .runner import FusedGroup, prebuild
 
 aten = torch.ops.aten
 
@@ -35,8 +35,10 @@ def decompositions() -> dict:
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
+    modules = []
     for k, group in enumerate(partition(gm)):
         module = FusedGroup(group, gm)
+        modules.append(module)
         name = f"fused_{k}"
         gm.add_submodule(name, module)
         p = module.plan
@@ -54,6 +56,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     _topological_order(graph)
     graph.lint()
     gm.recompile()
+    prebuild([m.plan.kernel for m in modules])
     return gm
 
 

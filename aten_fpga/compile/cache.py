@@ -28,7 +28,14 @@ FLAGS = ["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-mar
 PROGRESS_AFTER_S = 1.0
 
 # Counters of this process: report() of the compile package.
-STATS = {"compiled": 0, "cached": 0, "compile_seconds": 0.0}
+STATS = {"compiled": 0, "cached": 0, "compile_seconds": 0.0}  # seconds: summed over kernels built side by side
+_stats_lock = threading.Lock()
+
+
+def _count(**add) -> None:
+    with _stats_lock:
+        for k, v in add.items():
+            STATS[k] += v
 
 
 def cache_dir() -> str:
@@ -66,7 +73,7 @@ def build(kernel: FusedKernel, level: int) -> str:
     """The path of the kernel's emulated object, compiled now unless cached."""
     path, source = object_path(kernel, level)
     if os.path.exists(path):
-        STATS["cached"] += 1
+        _count(cached=1)
         return path
     os.makedirs(cache_dir(), exist_ok=True)
     start = time.monotonic()
@@ -100,8 +107,7 @@ def build(kernel: FusedKernel, level: int) -> str:
     done.set()
     shutil.rmtree(work, ignore_errors=True)
     seconds = time.monotonic() - start
-    STATS["compiled"] += 1
-    STATS["compile_seconds"] += seconds
+    _count(compiled=1, compile_seconds=seconds)
     if seconds > PROGRESS_AFTER_S:
         print(f"aten_fpga.compile: {kernel.name} compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
     return path

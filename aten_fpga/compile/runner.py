@@ -2,6 +2,7 @@
 (unfused eager execution, the table kernels)."""
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -43,6 +44,18 @@ def available(kernel, device: torch.device) -> bool:
                       f"`python -m aten_fpga.compile export <dir>` (or aten_fpga.compile.export) and "
                       f"`scons target=hw fused=<dir> ...`", stacklevel=3)
     return False
+
+
+def prebuild(kernels: list) -> None:
+    """Compiles a graph's kernels (as planned from its shapes) for the emulated device side by side,
+    one g++ per core, before the first call needs them one at a time."""
+    if _C.device_kind() != "emu" or not kernels:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    level = image_level()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda k: cache.build(k, level), kernels))
 
 
 class FusedGroup(torch.nn.Module):

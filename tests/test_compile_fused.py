@@ -65,6 +65,28 @@ def test_pointwise_chain_is_one_kernel_and_bit_exact():
     assert 2 * fused_bytes <= eager_bytes, (fused_bytes, eager_bytes)
 
 
+def test_every_level_runs_the_chain_and_its_reduction(level):
+    """The kernel generated at the loaded image's level (1 loop, 2-3 dataflow, 4 words) computes
+    what eager does; at level 4 with a last dim that is no whole number of words too (the host
+    then makes the broadcast inputs dense and runs the reduction unfused)."""
+    def f(x, b, w):
+        y = chain(x, b, w)
+        return y, (y * x).sum(-1)
+
+    for cols in (48, 20):
+        torch._dynamo.reset()
+        g = torch.Generator().manual_seed(cols)
+        x, b, w = torch.randn(16, cols, generator=g), torch.randn(cols, generator=g), torch.randn(16, 1, generator=g)
+        dx, db, dw = on_device(x), on_device(b), on_device(w)
+        expected = f(dx, db, dw)
+        aten_fpga.reset_stats()
+        got = torch.compile(f, backend="aten_fpga")(dx, db, dw)
+        torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(got[1].cpu(), expected[1].cpu(), rtol=1e-6, atol=1e-6)
+        fused = aten_fpga.report().get("aten_fpga::fused", {}).get("launches", 0)
+        assert fused == (0 if level == 4 and cols % 16 else 1), (level, cols, fused)
+
+
 def test_chain_ending_in_a_row_reduction():
     def f(x):
         e = torch.exp(x - 1.5) * x

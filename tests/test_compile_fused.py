@@ -224,3 +224,16 @@ def test_export_writes_the_recorded_kernels(tmp_path):
 
 def test_backend_is_listed():
     assert "aten_fpga" in torch._dynamo.list_backends()
+
+
+def test_export_cli_runs_a_script_and_writes_its_kernels(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch, aten_fpga\n"
+                      "f = torch.compile(lambda x: torch.sigmoid(x * 2.0) + x, backend='aten_fpga')\n"
+                      "f(torch.randn(64, device='fpga'))\n")
+    out = tmp_path / "fused"
+    r = subprocess.run([sys.executable, "-m", "aten_fpga.compile", "export", str(out), "--level", "2", str(script)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (source,) = [p for p in os.listdir(out) if p.endswith(".cpp")]
+    assert "fused=" in r.stdout and lint_source((out / source).read_text(), 2) == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import operator
 from dataclasses import dataclass
 from typing import Callable
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import torch
@@ -20,8 +21,6 @@ _warned: set = set()
 
 def image_level() -> int:
     """The XCL_OPT level of the loaded image (fused kernels are generated at the same level)."""
-    import re
-
     m = re.search(r"opt(\d)", _C.image_path(_C.current_device()))
     return int(m.group(1)) if m else 4
 

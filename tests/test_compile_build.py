@@ -4,6 +4,7 @@ through the fake v++ (tests/fake_vitis)."""
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -15,6 +16,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_vitis"))
 from scons_repo import make_repo, ok, scons, tool_log  # noqa: E402
 
 U250 = "xilinx_u250_gen3x16_xdma_4_1_202210_1"
+
+
+@pytest.fixture(autouse=True)
+def keep_global_rng():
+    """Later tests' unseeded draws see the stream they would without these tests."""
+    with torch.random.fork_rng(devices=[]):
+        yield
 
 
 def fused_kernel():

@@ -21,6 +21,13 @@ from codegen.lint import lint_source
 
 
 @pytest.fixture(autouse=True)
+def keep_global_rng():
+    """Later tests' unseeded draws see the stream they would without these tests."""
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def fresh_dynamo():
     torch._dynamo.reset()
     yield

@@ -14,6 +14,13 @@ import aten_fpga.compile  # noqa: F401  (registers the backend where the package
 import compile_models as cm
 
 
+@pytest.fixture(autouse=True)
+def keep_global_rng():
+    """Later tests' unseeded draws see the stream they would without these tests."""
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
 class WithLoss(torch.nn.Module):
     def __init__(self, name, model):
         super().__init__()

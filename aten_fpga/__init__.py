@@ -74,13 +74,15 @@ def report() -> dict[str, dict[str, float]]:
     """Per ATen op: FPGA runs, the kernel launches they made (in all, and per kernel), CPU
     fallbacks, bytes synced host->device and device->host (the traffic a card would see over
     PCIe), and seconds spent in FPGA kernels (syncs, device-side copies and runs) and on the host
-    (CPU fallback and copies, their syncs included). Syncs outside any op are under
-    "(outside ops)"; copies are under "_copy_from"."""
+    (CPU fallback and copies, their syncs included), and `kernel_bytes`: the device memory the
+    kernels' buffer arguments span -- what they read and write in device memory (per launch and
+    buffer, from the first byte passed to the end of the tensor's allocation). Syncs outside any op
+    are under "(outside ops)"; copies are under "_copy_from"."""
     rows = {}
-    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns, launches, kernels) in sorted(_C.stats().items()):
+    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns, launches, kernels, kernel_bytes) in sorted(_C.stats().items()):
         rows[op] = {"fpga": fpga, "launches": launches, "kernels": dict(sorted(kernels.items())),
                     "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
-                    "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9}
+                    "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9, "kernel_bytes": kernel_bytes}
     return rows
 
 

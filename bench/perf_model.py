@@ -5,6 +5,8 @@ machine's CPU.
     python bench/perf_model.py [--json PATH] [--n N]
     python bench/perf_model.py --cnn      (the LeNet / ResNet-block layers: docs/img/cnn_layers.png)
     python bench/perf_model.py --fft      (batched FFTs beside Vitis' SSR FFT: docs/img/fft_model.png)
+    python bench/perf_model.py --compile  (torch.compile's fused step beside eager on a U250, from
+                                           bench/bench_compile.py's launches and bytes)
 
 Assumptions (docs/perf_model.md explains them):
 - kernel clock 300 MHz (Vitis' default for these platforms); float32 elements;
@@ -392,13 +394,42 @@ def gemm_report(n: int = GEMM_N) -> list[dict]:
     return rows
 
 
+def compile_main(json_path: str, measured: str, platform: str = "u250") -> None:
+    """A training step's launch and memory time on a card, eager against fused, from the launches
+    and device bytes bench_compile.py counted per step: each launch costs LAUNCH_S and the bytes
+    stream through one 512-bit port at the clock, capped by one bank. The GEMMs' compute, the same
+    in both, is left out: the difference is what fusion saves."""
+    from afpga.platforms import ALIASES
+
+    plat = PLATFORMS[ALIASES.get(platform, platform)]
+    with open(measured, encoding="utf-8") as f:
+        steps = json.load(f)["rows"]
+    rate = min(CLOCK_HZ * 64, plat.bank_gbps * 1e9)  # bytes/s through one port
+    rows = []
+    for r in steps:
+        eager = r["eager_launches"] * LAUNCH_S + r["eager_kernel_bytes"] / rate
+        fused = r["compiled_launches"] * LAUNCH_S + r["compiled_kernel_bytes"] / rate
+        rows.append({"model": r["model"], "platform": plat.alias,
+                     "eager_ms": eager * 1e3, "fused_ms": fused * 1e3, "speedup": eager / fused})
+    print(f"projected launch + memory time of one training step on {platform} (from {measured})")
+    print_table(["model", "platform", "eager ms", "fused ms", "x"],
+                [[r["model"], r["platform"], r["eager_ms"], r["fused_ms"], r["speedup"]] for r in rows])
+    write_json(json_path, {"benchmark": "perf_model_compile", "machine": machine(), "launch_s": LAUNCH_S,
+                           "bytes_per_s": rate, "rows": rows})
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=1 << 24, help="elements per op (float32)")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "perf_model.json"))
     p.add_argument("--cnn", action="store_true", help="the CNN layers' model instead (cnn_main)")
     p.add_argument("--fft", action="store_true", help="the batched FFT's model instead (fft_main)")
+    p.add_argument("--compile", action="store_true", help="torch.compile's fused step beside eager (compile_main)")
     args = p.parse_args(argv)
+    if args.compile:
+        compile_main(os.path.join(ROOT, "build", "bench", "perf_model_compile.json"),
+                     os.path.join(ROOT, "build", "bench", "compile.json"))
+        return 0
     if args.fft:
         fft_main(os.path.join(ROOT, "build", "bench", "perf_model_fft.json"))
         return 0

@@ -25,6 +25,9 @@ RunArgs& RunArgs::buffer(Allocation* a, size_t byte_offset) {
   next(true);
   TORCH_INTERNAL_ASSERT(a != nullptr, info_->name, ": a buffer argument has no device allocation");
   args_->push_back({a->buffer.get(), byte_offset, 0});
+  auto span = std::find_if(spans_->begin(), spans_->end(), [a](const auto& s) { return s.first == a; });
+  if (span == spans_->end()) spans_->emplace_back(a, byte_offset);
+  else span->second = std::min(span->second, byte_offset);
   return *this;
 }
 
@@ -74,6 +77,11 @@ KernelLaunch::KernelLaunch(const KernelRef& ref, at::ScalarType dtype, c10::Devi
   if (tls_runs.size() <= depth_) tls_runs.resize(depth_ + 1);
 }
 
+KernelLaunch::KernelLaunch(const KernelInfo& info, c10::Device where)
+    : info_(&info), device_(&aten_fpga::device(where.index())), depth_(tls_depth++) {
+  if (tls_runs.size() <= depth_) tls_runs.resize(depth_ + 1);
+}
+
 KernelLaunch::~KernelLaunch() { --tls_depth; }
 
 RunArgs KernelLaunch::add_run() {
@@ -81,7 +89,7 @@ RunArgs KernelLaunch::add_run() {
   if (runs.size() <= runs_) runs.emplace_back();
   std::vector<KernelArg>& args = runs[runs_++];
   args.clear();
-  return RunArgs(*info_, args);
+  return RunArgs(*info_, args, spans_);
 }
 
 void KernelLaunch::run() {
@@ -99,7 +107,10 @@ void KernelLaunch::run() {
     if (range.isActive()) range.before(std::string_view(info_->name));
     device_->run(*info_, runs);
   }
-  record_launch(info_->name);
+  int64_t bytes = 0;
+  for (const auto& [a, offset] : spans_) bytes += static_cast<int64_t>(a->requested > offset ? a->requested - offset : 0);
+  spans_.clear();
+  record_launch(info_->name, bytes);
   booking_.done();
   runs_ = 0;
 }

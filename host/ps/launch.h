@@ -23,6 +23,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "device.h"
@@ -44,9 +45,14 @@ struct CuRange {
 
 // The arguments of one compute unit's run, in the kernel's argument order. Each call takes the
 // next argument and checks its kind (pointer or scalar) against the kernel's metadata.
+// The device memory a launch's buffer arguments span: per allocation, from the lowest byte offset
+// any unit was passed to the allocation's end (report()'s kernel_bytes).
+using BufferSpans = c10::SmallVector<std::pair<Allocation*, size_t>, 8>;
+
 class RunArgs {
  public:
-  RunArgs(const KernelInfo& info, std::vector<KernelArg>& args) : info_(&info), args_(&args) {}
+  RunArgs(const KernelInfo& info, std::vector<KernelArg>& args, BufferSpans& spans)
+      : info_(&info), args_(&args), spans_(&spans) {}
   RunArgs& buffer(Allocation* a, size_t byte_offset);
   RunArgs& scalar(const c10::Scalar& value);  // encoded as the kernel declares the argument
   RunArgs& bits(uint64_t raw);                // a scalar already encoded (encode_scalar)
@@ -56,11 +62,14 @@ class RunArgs {
   const KernelArgInfo& next(bool pointer);
   const KernelInfo* info_;
   std::vector<KernelArg>* args_;
+  BufferSpans* spans_;
 };
 
 class KernelLaunch {
  public:
   KernelLaunch(const KernelRef& ref, at::ScalarType dtype, c10::Device where);
+  // A kernel found by its caller (a fused kernel loaded on demand, host/ps/fpga_fused.cpp).
+  KernelLaunch(const KernelInfo& info, c10::Device where);
   ~KernelLaunch();
   KernelLaunch(const KernelLaunch&) = delete;
   KernelLaunch& operator=(const KernelLaunch&) = delete;
@@ -89,6 +98,7 @@ class KernelLaunch {
   Device* device_;
   size_t depth_;  // launches nest: a driver's operand copies may be kernels themselves
   size_t runs_ = 0;
+  BufferSpans spans_;
 };
 
 }  // namespace aten_fpga

@@ -14,6 +14,10 @@
 
 namespace py = pybind11;
 
+namespace aten_fpga {
+void register_fused(py::module_& m);  // fpga_fused.cpp: torch.compile's fused kernels
+}
+
 namespace {
 
 py::dict memory_stats_dict(int device) {
@@ -99,12 +103,13 @@ PYBIND11_MODULE(_C, m) {
       py::dict kernels;
       for (const auto& [k, n] : c.kernels) kernels[py::str(k)] = n;
       out[py::str(op)] = py::make_tuple(c.fpga_runs, c.cpu_fallbacks, c.bytes_to_device, c.bytes_to_host,
-                                        c.fpga_ns, c.cpu_ns, c.launches, kernels);
+                                        c.fpga_ns, c.cpu_ns, c.launches, kernels, c.kernel_bytes);
     }
     return out;
-  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, {kernel: launches})}");
+  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, {kernel: launches}, kernel_bytes)}");
   m.def("reset_stats", &aten_fpga::reset_stats);
   m.def("memory_stats", &memory_stats_dict, py::arg("device") = 0);
   m.def("reset_peak_memory_stats", &aten_fpga::reset_peak_memory_stats, py::arg("device") = 0);
   m.def("empty_cache", &aten_fpga::empty_cache);
+  aten_fpga::register_fused(m);
 }

@@ -21,6 +21,7 @@ struct ThreadAccount {
   OpStats* scope = nullptr;
   bool in_kernel = false;
   int64_t pending_ns = 0, pending_to_device = 0, pending_to_host = 0;
+  c10::SmallVector<int64_t, 4> pending_bytes;  // per pending launch: device memory it spans
   c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
   int64_t epoch = 0;  // launches so far
 };
@@ -53,7 +54,11 @@ void RunCounter::book_pending(size_t first_launch) {
     std::lock_guard<std::mutex> g(owner_->kernels_mu);
     for (size_t i = first_launch; i < a.pending_launches.size(); ++i) owner_->kernels[*a.pending_launches[i]] += 1;
   }
+  int64_t bytes = 0;
+  for (size_t i = first_launch; i < a.pending_bytes.size(); ++i) bytes += a.pending_bytes[i];
+  owner_->kernel_bytes.fetch_add(bytes, std::memory_order_relaxed);
   a.pending_launches.resize(first_launch);
+  a.pending_bytes.resize(first_launch);
 }
 
 void RunCounter::add_run(LaunchMark since) {
@@ -102,8 +107,9 @@ KernelBooking::~KernelBooking() {
   }
 }
 
-void record_launch(const std::string& kernel) {
+void record_launch(const std::string& kernel, int64_t bytes) {
   account.pending_launches.push_back(&kernel);
+  account.pending_bytes.push_back(bytes);
   account.epoch += 1;
 }
 
@@ -122,7 +128,8 @@ std::map<std::string, OpCounts> stats_snapshot() {
   std::map<std::string, OpCounts> out;
   for (const auto& [name, s] : table()) {
     OpCounts c{s->fpga_runs.load(), s->cpu_fallbacks.load(), s->bytes_to_device.load(),
-               s->bytes_to_host.load(), s->fpga_ns.load(), s->cpu_ns.load(), s->launches.load(), {}};
+               s->bytes_to_host.load(), s->fpga_ns.load(), s->cpu_ns.load(), s->launches.load(),
+               s->kernel_bytes.load(), {}};
     {
       std::lock_guard<std::mutex> k(s->kernels_mu);
       c.kernels = s->kernels;
@@ -139,7 +146,8 @@ void reset_stats() {
   for (auto& kv : table()) {
     OpStats& s = *kv.second;
     s.fpga_runs.reset();
-    for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches}) c->store(0);
+    for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches,
+                    &s.kernel_bytes}) c->store(0);
     std::lock_guard<std::mutex> k(s.kernels_mu);
     s.kernels.clear();
   }

@@ -57,6 +57,7 @@ struct OpStats {
   std::atomic<int64_t> fpga_ns{0};  // time in fpga_kernel (syncs, device-side copies, the runs)
   std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
   std::atomic<int64_t> launches{0};  // kernel launches (one per KernelLaunch::run, all CUs)
+  std::atomic<int64_t> kernel_bytes{0};  // device memory the launches' buffer arguments span
   std::mutex kernels_mu;
   std::map<std::string, int64_t> kernels;  // launches per kernel name
 };
@@ -96,11 +97,12 @@ class KernelBooking {
 // A sync between host shadow and device copy of `bytes`, booked to the thread's current op.
 void record_sync(bool to_device, int64_t bytes);
 // A kernel launch (KernelLaunch::run), booked to the op whose wrapper counts the run next on this
-// thread. `kernel` must stay valid until then (it is the image's kernel name).
-void record_launch(const std::string& kernel);
+// thread. `kernel` must stay valid until then (it is the image's kernel name). `bytes`: the device
+// memory its buffer arguments span (what it may read and write).
+void record_launch(const std::string& kernel, int64_t bytes = 0);
 
 struct OpCounts {
-  int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches;
+  int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, kernel_bytes;
   std::map<std::string, int64_t> kernels;
 };
 std::map<std::string, OpCounts> stats_snapshot();

@@ -68,3 +68,42 @@ def generate(env, cfg, steps) -> Generated:
     units = {c: (f"{GEN}/{u}", [f"{GEN}/{k.source(level)}" for k in p.kernels if k.op.category == c])
              for c, u in zip(p.categories(), p.emu_units(level))}
     return Generated(nodes, [f"{GEN}/{f}" for f in p.fpga_type], kernels, f"{GEN}/{interface_file(level)}", units)
+
+
+def with_fused(env, cfg, gen: Generated) -> Generated:
+    """`gen` plus the fused kernels in cfg.fused (torch.compile's, written by
+    `python -m aten_fpga.compile export`): their sources compile like the table's, and their
+    interfaces join the level's interface file, from which the link config is written."""
+    import dataclasses
+    import glob
+
+    if not cfg.fused:
+        return gen
+    if not cfg.hardware:
+        raise UserError("fused= builds fused kernels into a card's xclbin (target=sw_emu, hw_emu or hw); the "
+                        "emulated device compiles them on demand")
+    sources = sorted(glob.glob(os.path.join(cfg.fused, "v_fused_*.cpp")))
+    if not sources:
+        raise UserError(f"fused={cfg.fused}: no v_fused_*.cpp in it; write them with "
+                        f"`python -m aten_fpga.compile export {cfg.fused}`")
+    fused = tuple(KernelSource(os.path.basename(s)[:-4], "fused", "float32", s) for s in sources)
+    merged = f"{cfg.out_dir}/interface_fused.json"
+    node = env.Command(merged, [gen.interface] + list(sources), _merge_interfaces)
+    env.Depends(node, env.Glob("#codegen/interface.py"))
+    return dataclasses.replace(gen, kernels=gen.kernels + fused, interface=merged)
+
+
+def _merge_interfaces(target, source, env):
+    import json
+
+    from codegen.interface import parse
+
+    with open(str(source[0]), encoding="utf-8") as f:
+        doc = json.load(f)
+    for s in source[1:]:
+        with open(str(s), encoding="utf-8") as f:
+            top = parse(f.read(), str(s))
+        doc["kernels"][top.name] = top.to_json()
+    with open(str(target[0]), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    return 0

@@ -34,6 +34,7 @@ class Config:
     common_image: str  # embedded platforms: the folder with rootfs.ext4 and Image
     cache: str  # CacheDir for .xo files; "" disables it
     gemm_pe: tuple[int, int]  # the GEMM kernel's PE array at XCL_OPT 4: PM x PN
+    fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
 
     @property
     def hardware(self) -> bool:
@@ -101,6 +102,8 @@ def declare(args, kernel_names, dtypes) -> Variables:
                      "4-64; default per platform, the largest within ~70% of its DSPs: "
                      + ", ".join(f"{a} {platforms.gemm_pe_default(platforms.PLATFORMS[n])}"
                                  for a, n in platforms.ALIASES.items()) + ")", "", _gemm_pe)
+    v.Add("fused", "v++ targets: also build the fused kernels (torch.compile) whose sources "
+                   "`python -m aten_fpga.compile export <folder>` wrote into this folder", "")
     return v
 
 
@@ -115,4 +118,5 @@ def config(env) -> Config:
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
-                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform)).split("x")))
+                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform)).split("x")),
+                  env["fused"])

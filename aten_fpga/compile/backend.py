@@ -1,0 +1,96 @@
+"""The dynamo backend "aten_fpga": `torch.compile(model, backend="aten_fpga")`.
+
+AOTAutograd traces the model (and, for training, its backward) to aten-level FX graphs; each graph
+is partitioned (fuse.partition) and every fusion group replaced by one call of its fused kernel
+(runner.FusedGroup). Every other node still runs through eager dispatch on "fpga": the table's
+kernels or the counted CPU fallback."""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from .fuse import partition
+from .runner import FusedGroup, prebuild
+
+aten = torch.ops.aten
+
+# Composite ops traced through their decompositions so that their pointwise parts fuse: without
+# them each is a host function launching several table kernels that no chain can join.
+_DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, aten._log_softmax_backward_data,
+              aten.native_layer_norm, aten.native_layer_norm_backward, aten.mse_loss, aten.mse_loss_backward,
+              aten.silu, aten.silu_backward,
+              aten.var_mean]  # layer_norm's: var and mean are table kernels, var_mean is not
+
+
+def decompositions() -> dict:
+    from torch._decomp import get_decompositions
+
+    return get_decompositions(_DECOMPOSE)
+
+
+def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
+    """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
+    graph = gm.graph
+    modules = []
+    for k, group in enumerate(partition(gm)):
+        module = FusedGroup(group, gm)
+        modules.append(module)
+        name = f"fused_{k}"
+        gm.add_submodule(name, module)
+        p = module.plan
+        members = set(group.nodes) | ({group.reduction} if group.reduction else set())
+        last = max(members, key=_position(graph))
+        with graph.inserting_after(last):
+            call = graph.call_module(name, tuple(p.inputs))
+        with graph.inserting_after(call):
+            gets = [graph.call_function(operator.getitem, (call, i)) for i in range(len(p.outputs))]
+        for n, get in zip(p.outputs, gets):
+            get.meta = dict(n.meta)  # a later group planned from it needs its shape and dtype
+            n.replace_all_uses_with(get)
+        for n in sorted(members, key=_position(graph), reverse=True):
+            graph.erase_node(n)
+    _topological_order(graph)
+    graph.lint()
+    gm.recompile()
+    prebuild([m.plan.kernel for m in modules])
+    return gm
+
+
+def _position(graph: fx.Graph):
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return lambda n: order[n]
+
+
+def _topological_order(graph: fx.Graph) -> None:
+    """Reorders the nodes so each follows its inputs (a group's call sits at its last node, which
+    may come after a user of one of its earlier values), keeping the original order otherwise."""
+    placed, order = set(), []
+    for root in list(graph.nodes):
+        stack = [(root, False)]
+        while stack:  # depth first, inputs before users; iterative: graphs run thousands of nodes deep
+            n, inputs_done = stack.pop()
+            if inputs_done:
+                order.append(n)
+            elif n not in placed:
+                placed.add(n)
+                stack.append((n, True))
+                stack.extend((a, False) for a in reversed(n.all_input_nodes) if a not in placed)
+    prev = None
+    for n in order:
+        if prev is not None and prev.next is not n:
+            prev.append(n)
+        prev = n
+
+
+def _compiler(gm: fx.GraphModule, example_inputs):
+    return make_boxed_func(fuse_graph(gm))  # AOTAutograd passes arguments boxed (a list it may free)
+
+
+def aten_fpga_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The dynamo backend: AOTAutograd with fused forward and backward graphs."""
+    return aot_autograd(fw_compiler=_compiler, bw_compiler=_compiler, decompositions=decompositions(),
+                        **kwargs)(gm, example_inputs)

@@ -1,0 +1,135 @@
+"""Running a fusion group: its fused kernel when the device can run it, else its nodes one by one
+(unfused eager execution, the table kernels)."""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+import torch
+import torch.fx as fx
+
+from .. import _C
+from . import cache
+from .fuse import Group, Plan, input_mode, plan
+
+# Every fused kernel this process ran, by name: what `export` writes for a card's build.
+RECORDED: dict = {}
+_loaded: set = set()
+_warned: set = set()
+
+
+def image_level() -> int:
+    """The XCL_OPT level of the loaded image (fused kernels are generated at the same level)."""
+    m = re.search(r"opt(\d)", _C.image_path(_C.current_device()))
+    return int(m.group(1)) if m else 4
+
+
+def available(kernel, device: torch.device) -> bool:
+    """Whether `kernel` can run on `device`: compiled and loaded on demand on the emulated device;
+    on a card, part of the loaded xclbin."""
+    index = device.index or 0
+    if _C.device_kind() == "emu":
+        if kernel.name not in _loaded:
+            _C.fused_load(cache.build(kernel, image_level()))
+            _loaded.add(kernel.name)
+        return True
+    if _C.fused_available(kernel.name, index):
+        return True
+    if kernel.name not in _warned:
+        _warned.add(kernel.name)
+        warnings.warn(f"fused kernel {kernel.name} is not in the loaded image {_C.image_path(index)!r}: running its "
+                      f"{len(kernel.steps)} ops unfused. Build it in: run the model under torch.compile once, then "
+                      f"`python -m aten_fpga.compile export <dir>` (or aten_fpga.compile.export) and "
+                      f"`scons target=hw fused=<dir> ...`", stacklevel=3)
+    return False
+
+
+def prebuild(kernels: list) -> None:
+    """Compiles a graph's kernels (as planned from its shapes) for the emulated device side by side,
+    one g++ per core, before the first call needs them one at a time."""
+    if _C.device_kind() != "emu" or not kernels:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    level = image_level()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda k: cache.build(k, level), kernels))
+
+
+class FusedGroup(torch.nn.Module):
+    """One fusion group of a compiled graph: called with the group's inputs, returns its outputs."""
+
+    def __init__(self, group: Group, gm: fx.GraphModule):
+        super().__init__()
+        self.plan: Plan = plan(group)  # in terms of gm's nodes: where the call goes
+        self.unfused, copy = _subgraph(gm, self.plan)
+        # The group again over the subgraph's copies of its nodes, which outlive gm's (erased once
+        # the call replaces them): the kernels of other input modes are planned from it.
+        self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype,
+                           copy[group.reduction] if group.reduction is not None else None)
+        self._variants: dict = {}  # input modes -> Plan
+
+    def _variant(self, modes: tuple) -> Plan:
+        if modes not in self._variants:
+            placeholders = [n for n in self.unfused.graph.nodes if n.op == "placeholder"]
+            self._variants[modes] = plan(self.group, dict(zip(placeholders, modes)))
+        return self._variants[modes]
+
+    def forward(self, *inputs):
+        shape = torch.broadcast_shapes(*(t.shape for t in inputs))
+        device = next(t.device for t in inputs)
+        numel = shape.numel()
+        inner = shape[-1] if len(shape) else 1
+        level = image_level() if _C.device_kind() == "emu" else 4
+        lanes = self.plan.kernel.lanes
+        rows_in_words = inner % lanes == 0 or level < 4
+        if numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words):
+            return self.unfused(*inputs)
+        modes, operands = [], []
+        for t in inputs:
+            mode = input_mode(tuple(t.shape), tuple(shape))
+            if mode is None or (mode in ("row", "col") and not rows_in_words):
+                t, mode = t.expand(shape), "full"  # made dense on the device below
+            if not t.is_contiguous() or (t.storage_offset() * t.element_size()) % 64:
+                t = t.contiguous() if t.storage_offset() == 0 else t.clone(memory_format=torch.contiguous_format)
+            modes.append(mode)
+            operands.append(t)
+        p = self._variant(tuple(modes))
+        kernel = p.kernel
+        RECORDED[kernel.name] = kernel
+        if not available(kernel, device):
+            return self.unfused(*inputs)
+        outs = [torch.empty(shape, dtype=self.group.dtype, device=device) for _ in kernel.outputs]
+        if kernel.reduction is not None:
+            red = self.group.reduction.meta["val"]
+            keep = red.dim() == len(shape)
+            outs.append(torch.empty((*shape[:-1], 1) if keep else shape[:-1], dtype=self.group.dtype, device=device))
+        _C.fused_run(kernel.name, operands, outs, [numel, inner])
+        return tuple(outs)
+
+
+def _subgraph(gm: fx.GraphModule, p: Plan) -> tuple[fx.GraphModule, dict]:
+    """The group's nodes as a graph of their own (the unfused path), and each node's copy."""
+    g = fx.Graph()
+    env = {}
+    for i, n in enumerate(p.inputs):
+        env[n] = g.placeholder(f"in{i}")
+        env[n].meta = dict(n.meta)  # shapes and dtypes: the other modes' kernels are planned from them
+    members = [n for n in gm.graph.nodes if n in set(p.outputs) | _members(p)]
+    for n in members:
+        env[n] = g.node_copy(n, lambda a: env[a])
+    g.output(tuple(env[n] for n in p.outputs))
+    return fx.GraphModule(gm, g), env
+
+
+def _members(p: Plan) -> set:
+    """The group's nodes: everything between its inputs and its outputs."""
+    seen, stack = set(), list(p.outputs)
+    while stack:
+        n = stack.pop()
+        if n in seen or n in p.inputs:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return seen

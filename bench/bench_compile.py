@@ -1,0 +1,103 @@
+"""torch.compile(backend="aten_fpga") against eager "fpga" (emulated) and torch on the CPU, per
+training step (forward, loss, backward) of the GELU MLP block, the LayerNorm + softmax score
+block and the LeNet-style CNN: compile time (first call: tracing, fusion, g++ of the fused kernels
+unless cached), steps/s, kernel launches and device bytes the kernels read and write per step.
+
+    python bench/bench_compile.py [--models mlp scores cnn] [--steps 5] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine, median_seconds, print_table, write_json  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import compile_models as cm  # noqa: E402  the models the tests compile
+
+import aten_fpga  # noqa: E402
+import aten_fpga.compile as afc  # noqa: E402
+
+
+class WithLoss(torch.nn.Module):
+    """The model and its loss as one module, so the loss's ops are in the compiled graphs too."""
+
+    def __init__(self, name, model):
+        super().__init__()
+        self.name, self.model = name, model
+
+    def forward(self, x, target):
+        return cm.loss_of(self.name, self.model(x), target)
+
+
+def per_step(module, x, t):
+    """Launches and kernel bytes of one step."""
+    aten_fpga.reset_stats()
+    module(x, t).backward()
+    rep = aten_fpga.report()
+    return sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values())
+
+
+def bench(name: str, steps: int) -> dict:
+    torch.manual_seed(0)
+    base = WithLoss(name, cm.MODELS[name]())
+    x, t = cm.inputs(name)
+    cpu = copy.deepcopy(base)
+    eager = copy.deepcopy(base).to("fpga")
+    compiled_module = copy.deepcopy(base).to("fpga")
+    dx, dt = x.to("fpga"), t.to("fpga")
+    compiled = torch.compile(compiled_module, backend="aten_fpga")
+    before = dict(afc.cache.STATS)
+    start = time.perf_counter()
+    compiled(dx, dt).backward()
+    torch.fpga.synchronize()
+    compile_s = time.perf_counter() - start
+    built = afc.cache.STATS["compiled"] - before["compiled"]
+
+    def run(m, a, b):
+        def step():
+            m(a, b).backward()
+            if a.device.type == "fpga":
+                next(m.parameters()).grad.sum().item()  # wait for the step: read one value back
+        return step
+
+    cpu_s = median_seconds(run(cpu, x, t), steps)
+    eager_s = median_seconds(run(eager, dx, dt), steps)
+    compiled_s = median_seconds(run(compiled, dx, dt), steps)
+    eager_launches, eager_bytes = per_step(eager, dx, dt)
+    fused_launches, fused_bytes = per_step(compiled, dx, dt)
+    return {"model": name, "compile_s": compile_s, "kernels_built": built,
+            "cpu_steps_per_s": 1 / cpu_s, "eager_steps_per_s": 1 / eager_s, "compiled_steps_per_s": 1 / compiled_s,
+            "speedup_vs_eager": eager_s / compiled_s,
+            "eager_launches": eager_launches, "compiled_launches": fused_launches,
+            "launch_ratio": eager_launches / max(1, fused_launches),
+            "eager_kernel_bytes": eager_bytes, "compiled_kernel_bytes": fused_bytes,
+            "bytes_ratio": eager_bytes / max(1, fused_bytes)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", default=list(cm.MODELS), choices=list(cm.MODELS))
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "compile.json"))
+    args = p.parse_args(argv)
+    rows = [bench(name, args.steps) for name in args.models]
+    print_table(["model", "compile s", "built", "cpu step/s", "eager step/s", "compiled step/s", "vs eager",
+                 "launches eager", "compiled", "ratio", "bytes eager", "compiled", "ratio"],
+                [[r["model"], r["compile_s"], r["kernels_built"], r["cpu_steps_per_s"], r["eager_steps_per_s"],
+                  r["compiled_steps_per_s"], r["speedup_vs_eager"], r["eager_launches"], r["compiled_launches"],
+                  r["launch_ratio"], r["eager_kernel_bytes"], r["compiled_kernel_bytes"], r["bytes_ratio"]]
+                 for r in rows])
+    write_json(args.json, {"machine": machine(), "image": aten_fpga.image(), "cache": afc.cache.cache_dir(),
+                           "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

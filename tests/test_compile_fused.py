@@ -1,0 +1,246 @@
+"""torch.compile(backend="aten_fpga"): chains of pointwise ops (and a reduction ending one) become
+one fused kernel, compiled with g++ on demand, launched through the launch path; results equal
+eager "fpga" (bit for bit where eager is exact), with fewer launches and fewer bytes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import aten_fpga
+import aten_fpga.compile as afc
+from aten_fpga.compile import cache, codegen, runner
+from aten_fpga.compile.fuse import partition, plan
+from cnn_support import on_device
+from codegen.lint import lint_source
+
+
+@pytest.fixture(autouse=True)
+def keep_global_rng():
+    """Later tests' unseeded draws see the stream they would without these tests."""
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def launches() -> int:
+    return sum(r["launches"] for r in aten_fpga.report().values())
+
+
+def kernel_bytes() -> int:
+    return sum(r["kernel_bytes"] for r in aten_fpga.report().values())
+
+
+def counted(fn, *args):
+    """fn(*args), the kernel launches and the device bytes it made."""
+    aten_fpga.reset_stats()
+    out = fn(*args)
+    return out, launches(), kernel_bytes()
+
+
+def chain(x, b, w):
+    """gelu of a biased input, scaled, shifted by a per-row value, relu: five ops, one shape."""
+    return torch.relu(F.gelu(x + b) * 2.0 - w)
+
+
+def test_pointwise_chain_is_one_kernel_and_bit_exact():
+    g = torch.Generator().manual_seed(0)
+    x, b, w = torch.randn(64, 48, generator=g), torch.randn(48, generator=g), torch.randn(64, 1, generator=g)
+    dx, db, dw = on_device(x), on_device(b), on_device(w)  # outputs of kernels: valid only on the device
+    eager, eager_launches, eager_bytes = counted(chain, dx, db, dw)
+    compiled = torch.compile(chain, backend="aten_fpga")
+    compiled(dx, db, dw)  # compiles (and builds the fused kernel)
+    out, fused_launches, fused_bytes = counted(compiled, dx, db, dw)
+    assert out.device.type == "fpga"
+    torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=0, atol=0)  # same element functions, same rounding
+    torch.testing.assert_close(out.cpu(), chain(x, b, w), rtol=1e-5, atol=1e-6)
+    report = aten_fpga.report()
+    assert report["aten_fpga::fused"]["launches"] == 1, report
+    assert all(k.startswith("v_fused_") for k in report["aten_fpga::fused"]["kernels"])
+    assert eager_launches >= 5 and fused_launches == 1, (eager_launches, fused_launches)  # eager: 5 ops + broadcasts
+    assert 2 * fused_bytes <= eager_bytes, (fused_bytes, eager_bytes)
+
+
+def test_every_level_runs_the_chain_and_its_reduction(level):
+    """The kernel generated at the loaded image's level (1 loop, 2-3 dataflow, 4 words) computes
+    what eager does; at level 4 with a last dim that is no whole number of words too (the host
+    then makes the broadcast inputs dense and runs the reduction unfused)."""
+    def f(x, b, w):
+        y = chain(x, b, w)
+        return y, (y * x).sum(-1)
+
+    for cols in (48, 20):
+        torch._dynamo.reset()
+        g = torch.Generator().manual_seed(cols)
+        x, b, w = torch.randn(16, cols, generator=g), torch.randn(cols, generator=g), torch.randn(16, 1, generator=g)
+        dx, db, dw = on_device(x), on_device(b), on_device(w)
+        expected = f(dx, db, dw)
+        aten_fpga.reset_stats()
+        got = torch.compile(f, backend="aten_fpga")(dx, db, dw)
+        torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(got[1].cpu(), expected[1].cpu(), rtol=1e-6, atol=1e-6)
+        fused = aten_fpga.report().get("aten_fpga::fused", {}).get("launches", 0)
+        assert fused == (0 if level == 4 and cols % 16 else 1), (level, cols, fused)
+
+
+def test_chain_ending_in_a_row_reduction():
+    def f(x):
+        e = torch.exp(x - 1.5) * x
+        return e, e.sum(-1, keepdim=True), (x * x).amax(-1)
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 64, generator=g)
+    dx = on_device(x)
+    expected = f(dx)
+    compiled = torch.compile(f, backend="aten_fpga")
+    aten_fpga.reset_stats()
+    got = compiled(dx)
+    for a, e, c in zip(got, expected, f(x)):
+        assert a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(a.cpu(), c, rtol=1e-5, atol=1e-5)
+    assert aten_fpga.report()["aten_fpga::fused"]["launches"] == 2
+
+
+def test_training_step_forward_and_backward_fuse():
+    def f(x, w):
+        y = torch.tanh(x * w + 0.5)
+        return (y * y).sum()
+
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(16, 32, generator=g), torch.randn(32, generator=g)
+    ref_w = w.clone().requires_grad_()
+    f(x, ref_w).backward()
+    dw = on_device(w, requires_grad=True)
+    compiled = torch.compile(f, backend="aten_fpga")
+    loss = compiled(on_device(x), dw)
+    loss.backward()
+    torch.testing.assert_close(loss.detach().cpu(), f(x, w), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dw.grad.cpu(), ref_w.grad, rtol=1e-5, atol=1e-5)
+    assert aten_fpga.report()["aten_fpga::fused"]["launches"] >= 2  # forward and backward
+
+
+def test_dynamic_shapes_reuse_the_kernel():
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(chain, backend="aten_fpga", dynamic=True)
+    for rows in (8, 24, 40):
+        x, b, w = torch.randn(rows, 48), torch.randn(48), torch.randn(rows, 1)
+        out = compiled(on_device(x), on_device(b), on_device(w))
+        torch.testing.assert_close(out.cpu(), chain(x, b, w), rtol=1e-5, atol=1e-6)
+    assert len(runner.RECORDED) >= 1
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert frames == 1, frames  # one graph for every size: the kernel takes its sizes at run time
+
+
+def test_graph_break_splits_the_chain():
+    def f(x):
+        y = torch.sigmoid(x) * 3.0
+        print("graph break")  # dynamo runs this in Python: two graphs
+        return torch.exp(y) - y
+
+    x = torch.randn(100)
+    out = torch.compile(f, backend="aten_fpga")(on_device(x))
+    torch.testing.assert_close(out.cpu(), f(x), rtol=1e-5, atol=1e-6)
+
+
+def test_every_level_renders_lint_clean_and_compiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATEN_FPGA_CACHE", str(tmp_path))
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, b, w, s):
+        y = torch.relu(F.gelu(x + b) * s - w)
+        return y, (y * y).sum(-1)
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 32), torch.randn(32), torch.randn(4, 1), torch.randn(()))
+    (group,) = partition(gm)
+    kernel = plan(group).kernel
+    assert [p.mode for p in kernel.inputs] == ["full", "row", "scalar", "col"]
+    for level in (1, 2, 3, 4):
+        assert lint_source(codegen.render(kernel, level), level) == [], level
+    path = cache.build(kernel, 2)
+    assert os.path.exists(path) and os.path.dirname(path) == str(tmp_path)
+    before = dict(cache.STATS)
+    assert cache.build(kernel, 2) == path and cache.STATS["cached"] == before["cached"] + 1
+    assert [f for f in os.listdir(tmp_path) if not f.endswith(".so")] == []  # no work folder left behind
+
+
+def test_concurrent_processes_share_the_cache(tmp_path):
+    """Two processes compiling the same kernel at once both succeed and leave one object."""
+    script = (
+        "import torch, aten_fpga.compile\n"
+        "from torch.fx.experimental.proxy_tensor import make_fx\n"
+        "from aten_fpga.compile import cache\n"
+        "from aten_fpga.compile.fuse import partition, plan\n"
+        "gm = make_fx(lambda x: torch.exp(x) * x + 1.0, tracing_mode='fake')(torch.randn(8))\n"
+        "print(cache.build(plan(partition(gm)[0]).kernel, 1))\n")
+    env = {**os.environ, "ATEN_FPGA_CACHE": str(tmp_path), "PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    paths = {p.communicate()[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(paths) == 1 and os.listdir(tmp_path) == [os.path.basename(paths.pop())]
+
+
+def test_missing_kernel_on_a_card_runs_unfused_with_a_warning(monkeypatch):
+    """On XRT, a fused kernel that the loaded xclbin lacks runs as its ops, and says how to build it."""
+    class Card:
+        def __getattr__(self, name):
+            return getattr(aten_fpga._C, name)
+
+        @staticmethod
+        def device_kind():
+            return "xrt"
+
+        @staticmethod
+        def fused_available(name, device=0):
+            return False
+
+    monkeypatch.setattr(runner, "_C", Card())
+    monkeypatch.setattr(runner, "_warned", set())
+    g = torch.Generator().manual_seed(3)
+    x, b, w = torch.randn(8, 16, generator=g), torch.randn(16, generator=g), torch.randn(8, 1, generator=g)
+    compiled = torch.compile(chain, backend="aten_fpga")
+    aten_fpga.reset_stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(on_device(x), on_device(b), on_device(w))
+    assert any("scons target=hw fused=" in str(c.message) for c in caught), [str(c.message) for c in caught]
+    torch.testing.assert_close(out.cpu(), chain(x, b, w), rtol=1e-5, atol=1e-6)
+    assert "aten_fpga::fused" not in aten_fpga.report()
+
+
+def test_export_writes_the_recorded_kernels(tmp_path):
+    compiled = torch.compile(chain, backend="aten_fpga")
+    compiled(on_device(torch.randn(4, 8)), on_device(torch.randn(8)), on_device(torch.randn(4, 1)))
+    written = afc.export(str(tmp_path), level=4)
+    assert written and all(lint_source(open(p).read(), 4) == [] for p in written)
+    names = open(tmp_path / "kernels.txt").read().split("\n")
+    assert all(os.path.basename(p)[:-4] in names for p in written)
+
+
+def test_backend_is_listed():
+    assert "aten_fpga" in torch._dynamo.list_backends()
+
+
+def test_export_cli_runs_a_script_and_writes_its_kernels(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch, aten_fpga\n"
+                      "f = torch.compile(lambda x: torch.sigmoid(x * 2.0) + x, backend='aten_fpga')\n"
+                      "f(torch.randn(64, device='fpga'))\n")
+    out = tmp_path / "fused"
+    r = subprocess.run([sys.executable, "-m", "aten_fpga.compile", "export", str(out), "--level", "2", str(script)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (source,) = [p for p in os.listdir(out) if p.endswith(".cpp")]
+    assert "fused=" in r.stdout and lint_source((out / source).read_text(), 2) == []

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--baseline", metavar="PATH", default=None,
                    help="the version the table was written for; default: the one the build recorded "
                         "(build/gen/pytorch/record.json), else the installed torch's")
-    c.add_argument("--gen", metavar="DIR", default=os.path.join(ROOT, "build", "gen"),
+    c.add_argument("--gen", metavar="DIR", default=None,
                    help="the codegen folder whose recorded baseline is the default (default: build/gen)")
     c.add_argument("--json", action="store_true", help="print the report as JSON, for tools")
     args = p.parse_args(argv)

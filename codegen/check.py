@@ -346,10 +346,11 @@ def native_path(path: str | None) -> str:
 
 
 def check(table_path: str, target_path: str | None = None, baseline_path: str | None = None,
-          gen_dir: str = GEN) -> Report:
+          gen_dir: str | None = None) -> Report:
     """Load the table, the kernel library and both versions' tables (TableError on bad input).
     The default baseline is the one the build recorded in gen_dir (codegen/baseline.py): the last
-    torch every entry generated against; else the installed torch's."""
+    torch every entry generated against; else the installed torch's. gen_dir defaults to GEN."""
+    gen_dir = gen_dir or GEN
     table = load_table(table_path)
     library = kernel_library.load_library(HLS_ROOT)
     record = baseline.read(gen_dir) if baseline_path is None else None

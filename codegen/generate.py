@@ -111,10 +111,9 @@ def interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -
     return json.dumps({"level": level, "kernels": doc}, indent=1, sort_keys=True) + "\n"
 
 
-def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (),
-        report_path: str | None = None, say=print):
-    """Generate into out_dir; against a torch other than the recorded one, first `say` the upgrade
-    report and write it to report_path (default: upgrade-report.md beside out_dir)."""
+def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (), say=print):
+    """Generate into out_dir; against a torch other than the one recorded there, first `say` the
+    upgrade report and write it to upgrade-report.md beside out_dir (build/upgrade-report.md)."""
     library = kernel_library.load_library(HLS_ROOT)
     table = load_table(table_path)
     native = load_native()
@@ -126,10 +125,10 @@ def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] =
         u = upgrade(table, record, out_dir, native, library, stubs)
         skipped = u.skipped
         if record.generated_with != version:
-            say(f"codegen: build/gen was generated against PyTorch {record.generated_with}; the installed "
+            say(f"codegen: {out_dir} was generated against PyTorch {record.generated_with}; the installed "
                 f"torch is {version}. The upgrade report:\n")
             say(check.format_text(u.report))
-            path = report_path or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "upgrade-report.md")
+            path = os.path.join(os.path.dirname(os.path.abspath(out_dir)), "upgrade-report.md")
             write_if_changed(path, upgrade_markdown(u))
             say(f"codegen: upgrade report written to {path}")
         for e, errors in skipped:
@@ -150,8 +149,9 @@ def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] =
     assert sorted(files) == sorted(p.files(levels)), "codegen.plan disagrees with run"
     new_record, record_files = baseline.files(out_dir, version, os.path.dirname(native.path), stubs,
                                               complete=not skipped)
-    changed = [rel for rel, text in sorted({**files, **record_files}.items())
-               if write_if_changed(os.path.join(out_dir, rel), text)]
+    changed = [rel for rel, text in sorted(files.items()) if write_if_changed(os.path.join(out_dir, rel), text)]
+    for rel, text in record_files.items():
+        write_if_changed(os.path.join(out_dir, rel), text)
     for folder in baseline.stale(out_dir, new_record):
         shutil.rmtree(folder)
     return sorted(files), changed

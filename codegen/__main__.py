@@ -27,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--native-functions", dest="target", metavar="PATH", default=None,
                    help="the target version's native_functions.yaml (or its folder); default: the installed torch's")
     c.add_argument("--baseline", metavar="PATH", default=None,
-                   help="the version the table was written for; default: the installed torch's")
+                   help="the version the table was written for; default: the one the build recorded "
+                        "(build/gen/pytorch/record.json), else the installed torch's")
+    c.add_argument("--gen", metavar="DIR", default=None,
+                   help="the codegen folder whose recorded baseline is the default (default: build/gen)")
     c.add_argument("--json", action="store_true", help="print the report as JSON, for tools")
     args = p.parse_args(argv)
 
@@ -54,7 +57,7 @@ def _check(args) -> int:
     from . import check
 
     try:
-        report = check.check(args.table, args.target, args.baseline)
+        report = check.check(args.table, args.target, args.baseline, args.gen)
     except TableError as e:
         if args.json:
             print(json.dumps({"error": str(e), "exit_status": check.EXIT_BAD_INPUT}))

@@ -1,12 +1,13 @@
 """`python -m codegen check`: is the FPGA table ready for another PyTorch version?
 
-It reads two versions of PyTorch's native_functions.yaml — the baseline (by default the installed
-torch's, the one the table is validated against by `generate`) and the target (by default also the
-installed one, or another version's file) — and reports, for every table entry, what changed
-between them: op removed or renamed, schema changed, dispatch (structured / ufunc / CPU kernel)
-changed, and whether the entry is still valid with the target. It also lists new members of the
-op families the table covers, as candidates to add. Nothing is stored: the baseline's schema is the
-reference.
+It reads two versions of PyTorch's native_functions.yaml — the baseline (by default the one the
+build recorded in build/gen: the last torch every entry generated against, see baseline.py; before
+any build, the installed torch's) and the target (by default the installed one, or another
+version's file) — and reports, for every table entry, what changed between them: op removed or
+renamed, schema changed, dispatch (structured / ufunc / CPU kernel) changed, and whether the entry
+is still valid with the target. It also lists new members of the op families the table covers, as
+candidates to add. The baseline's schema is the reference. `scons` prints the same report when it
+regenerates for another torch (generate.py).
 
 Exit status: 0 the table is valid for the target, 1 some entry is broken, 2 bad input.
 
@@ -18,16 +19,18 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from . import baseline
 from . import library as kernel_library
-from .model import Category, Table
+from .model import Category, Location, Table, TableError
 from .native import (INSTALLED_NATIVE, OpInfo, OpTable, Schema, dispatch_stubs, is_installed, load_ops,
-                     torch_include_dir)
+                     torch_include_dir, torch_version)
 from .table import load_table, validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HLS_ROOT = os.path.join(ROOT, "kernels", "hls")
+GEN = os.path.join(ROOT, "build", "gen")  # where `scons` generates, recording the torch it used
 
 EXIT_OK, EXIT_BROKEN, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -342,18 +345,29 @@ def native_path(path: str | None) -> str:
     return path
 
 
-def check(table_path: str, target_path: str | None = None, baseline_path: str | None = None) -> Report:
-    """Load the table, the kernel library and both versions' tables (TableError on bad input)."""
+def check(table_path: str, target_path: str | None = None, baseline_path: str | None = None,
+          gen_dir: str | None = None) -> Report:
+    """Load the table, the kernel library and both versions' tables (TableError on bad input).
+    The default baseline is the one the build recorded in gen_dir (codegen/baseline.py): the last
+    torch every entry generated against; else the installed torch's. gen_dir defaults to GEN."""
+    gen_dir = gen_dir or GEN
     table = load_table(table_path)
     library = kernel_library.load_library(HLS_ROOT)
-    baseline = load_ops(native_path(baseline_path))
+    record = baseline.read(gen_dir) if baseline_path is None else None
+    recorded = record is not None and record.baseline != torch_version()
+    baseline_ops = load_ops(record.native_functions(gen_dir) if recorded else native_path(baseline_path))
     target = load_ops(native_path(target_path))
     stubs = None
-    if is_installed(baseline.path) or is_installed(target.path):
+    if is_installed(baseline_ops.path) or is_installed(target.path):
         stubs = dispatch_stubs(torch_include_dir())
-    return build_report(table, baseline, target, library,
-                        stubs if is_installed(baseline.path) else None,
-                        stubs if is_installed(target.path) else None)
+    baseline_stubs = baseline.stubs(gen_dir, record) if recorded else stubs if is_installed(baseline_ops.path) else None
+    report = build_report(table, baseline_ops, target, library, baseline_stubs,
+                          stubs if is_installed(target.path) else None)
+    if baseline_path is None and not recorded and is_installed(target.path):
+        why = (f"the build's record ({os.path.join(_display(gen_dir), baseline.RECORD)}) says build/gen was "
+               "generated against it" if record else f"no build has recorded one in {_display(gen_dir)} yet")
+        report = replace(report, notes=(f"the baseline is the installed torch: {why}", *report.notes))
+    return report
 
 
 # --- Rendering ---------------------------------------------------------------------------------
@@ -365,6 +379,16 @@ def to_json(report: Report) -> str:
 def _display(path: str) -> str:
     rel = os.path.relpath(path)
     return rel if not rel.startswith("..") else path
+
+
+def where(loc: Location) -> str:
+    """`file:line`, the file relative to the working folder when inside it."""
+    return f"{_display(loc.file)}:{loc.line}"
+
+
+def located(error: TableError) -> str:
+    """A TableError as `file:line: message` (see `where`)."""
+    return f"{where(error.loc)}: {error.message}" if error.loc else str(error)
 
 
 def format_text(report: Report) -> str:

@@ -190,8 +190,10 @@ def _unit(index: int, entries: tuple[ResolvedEntry, ...],
     return "\n".join(parts)
 
 
-def generate_fpga_type(entries: tuple[ResolvedEntry, ...]) -> dict[str, str]:
-    """{file name: text}: FPGAType.h and FPGAType_<i>.cpp, entries split evenly in table order."""
+def generate_fpga_type(entries: tuple[ResolvedEntry, ...], units: int | None = None) -> dict[str, str]:
+    """{file name: text}: FPGAType.h and FPGAType_<i>.cpp, entries split evenly in table order into
+    `units` files (default: as the plan counts them for these entries; the build passes the plan's
+    count for the whole table, which an upgrade's skipped entries do not change)."""
     decls = "\n".join(f"{_decl(r)[0]};  // {r.entry.func}" for r in entries)
     hosts = "\n".join(f"{_host_decl(r)};  // {r.entry.func}" for r in entries if r.entry.host)
     header = f"""{BANNER}// The FPGA kernels of every op in the table, registered for PrivateUse1 ("fpga").
@@ -214,7 +216,7 @@ struct KernelRef;
     for r in entries:
         for stub, stub_header, op in r.bindings:
             stub_owner.setdefault(stub, (r, stub_header, op))
-    n = unit_count(len(entries))
+    n = units or unit_count(len(entries))
     size = math.ceil(len(entries) / n) if entries else 0
     files = {"FPGAType.h": header}
     for i in range(n):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from dataclasses import dataclass
 
-from . import abi, interface
+from . import abi, baseline, check, interface
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
 from .gen_hls import arg_names, generate_hls, template_env
-from .model import LEVELS, Kernel, ResolvedEntry, kernels_of
-from .native import dispatch_stubs, load_native, torch_include_dir
+from .model import LEVELS, Entry, Kernel, ResolvedEntry, Table, TableError
+from .native import NativeTable, dispatch_stubs, load_native, load_ops, torch_include_dir, torch_version
 from .plan import ABI_HEADER, HLS_ROOT, MANIFEST, ROOT, interface_file, plan, selected  # noqa: F401  (ROOT, HLS_ROOT: re-exported)
-from .table import load_table, resolve
+from .table import load_table, resolve, validate
 
 
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
@@ -26,7 +28,46 @@ def load(table_path: str, native_path: str | None = None):
     return entries, library
 
 
-def manifest(entries: tuple[ResolvedEntry, ...]) -> str:
+@dataclass(frozen=True)
+class Upgrade:
+    """The installed torch against the build's recorded baseline (codegen/baseline.py)."""
+
+    report: check.Report  # the upgrade report, baseline -> installed
+    skipped: tuple[tuple[Entry, tuple[TableError, ...]], ...]  # entries that only the upgrade broke, and why
+
+
+def upgrade(table: Table, record: baseline.Record, out_dir: str, native: NativeTable, library: dict,
+            stubs: dict[str, str]) -> Upgrade:
+    """What the installed torch changes for the table since the baseline: an entry broken now and
+    valid with the baseline is skipped; one broken with both is the table's mistake (not skipped)."""
+    old = load_ops(record.native_functions(out_dir))
+    old_stubs = baseline.stubs(out_dir, record)
+    report = check.build_report(table, old, native.op_table, library, old_stubs, stubs)
+    before = validate(table, old, library, old_stubs)
+    now = validate(table, native.op_table, library, stubs)
+    skipped = tuple((e, now[e.func]) for e in table.entries if now[e.func] and not before[e.func])
+    return Upgrade(report, skipped)
+
+
+def upgrade_markdown(u: Upgrade) -> str:
+    """build/upgrade-report.md: what was skipped, then the whole report."""
+    b, t = u.report.baseline, u.report.target
+    lines = [f"# Upgrade report: {b.label} -> {t.label}", "",
+             "Written by `scons` (`python -m codegen generate`) when it regenerated `build/gen` for a torch "
+             "other than the one it was generated against. `python -m codegen check` prints the same "
+             "report again; docs/upgrading.md says how to act on it.", "",
+             f"## Skipped entries ({len(u.skipped)})", ""]
+    if u.skipped:
+        lines += ["Left out of this build: their ops run on the CPU through the fallback (counted) until "
+                  "the table is fixed and the baseline moves to the installed torch.", ""]
+        lines += [f"- `{check.located(err)}`" for _, errors in u.skipped for err in errors]
+    else:
+        lines.append(f"None: every entry generates with {t.label}.")
+    lines += ["", "## Report", "", "```text", check.format_text(u.report).rstrip("\n"), "```", ""]
+    return "\n".join(lines)
+
+
+def manifest(entries: tuple[ResolvedEntry, ...], kernels: tuple[Kernel, ...]) -> str:
     """kernels.json: what each op runs, for SCons (which sources exist) and the build report."""
     doc = {
         "ops": {r.entry.func: {"kernel": r.entry.kernel, "stub": r.stub,
@@ -34,7 +75,7 @@ def manifest(entries: tuple[ResolvedEntry, ...]) -> str:
         "kernels": {k.name: {"category": k.op.category, "op": k.op.name, "dtype": k.dtype.name,
                              "args": arg_names(k),
                              "sources": {str(l): k.source(l) for l in LEVELS}}
-                    for k in kernels_of(r.kernels for r in entries)},
+                    for k in kernels},
     }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
@@ -70,16 +111,47 @@ def interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -
     return json.dumps({"level": level, "kernels": doc}, indent=1, sort_keys=True) + "\n"
 
 
-def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = ()):
-    entries, _ = load(table_path)
+def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (), say=print):
+    """Generate into out_dir; against a torch other than the one recorded there, first `say` the
+    upgrade report and write it to upgrade-report.md beside out_dir (build/upgrade-report.md)."""
+    library = kernel_library.load_library(HLS_ROOT)
+    table = load_table(table_path)
+    native = load_native()
+    stubs = dispatch_stubs(torch_include_dir())
+    version = torch_version()
+    record = baseline.read(out_dir)
+    skipped: tuple = ()
+    if record is not None and record.baseline != version:
+        u = upgrade(table, record, out_dir, native, library, stubs)
+        skipped = u.skipped
+        if record.generated_with != version:
+            say(f"codegen: {out_dir} was generated against PyTorch {record.generated_with}; the installed "
+                f"torch is {version}. The upgrade report:\n")
+            say(check.format_text(u.report))
+            path = os.path.join(os.path.dirname(os.path.abspath(out_dir)), "upgrade-report.md")
+            write_if_changed(path, upgrade_markdown(u))
+            say(f"codegen: upgrade report written to {path}")
+        for e, errors in skipped:
+            say(f"{check.where(e.loc)}: warning: skipped '{e.func}', which worked with "
+                f"PyTorch {record.baseline} ({errors[0].message}); its op falls back to the CPU until the table "
+                "is fixed")
+    left_out = {e.func for e, _ in skipped}
+    entries = resolve(Table(table.path, tuple(e for e in table.entries if e.func not in left_out)),
+                      native, library, stubs)
     chosen = select(entries, kernels)
+    p = plan(table_path, kernels)  # the kernels of every entry, skipped ones too: the plan needs no torch
     files = {ABI_HEADER: abi.header()}
-    files.update(generate_fpga_type(entries))  # the host registers every entry; missing kernels fall back
-    files.update(generate_hls(chosen, template_env(HLS_ROOT), levels))
-    files[MANIFEST] = manifest(chosen)
-    ks = kernels_of(r.kernels for r in chosen)
+    files.update(generate_fpga_type(entries, units=len(p.fpga_type) - 1))  # every entry; missing kernels fall back
+    files.update(generate_hls(p.kernels, template_env(HLS_ROOT), levels))
+    files[MANIFEST] = manifest(chosen, p.kernels)
     for level in levels:
-        files[interface_file(level)] = interfaces(ks, files, level)
-    assert sorted(files) == sorted(plan(table_path, kernels).files(levels)), "codegen.plan disagrees with run"
+        files[interface_file(level)] = interfaces(p.kernels, files, level)
+    assert sorted(files) == sorted(p.files(levels)), "codegen.plan disagrees with run"
+    new_record, record_files = baseline.files(out_dir, version, os.path.dirname(native.path), stubs,
+                                              complete=not skipped)
     changed = [rel for rel, text in sorted(files.items()) if write_if_changed(os.path.join(out_dir, rel), text)]
+    for rel, text in record_files.items():
+        write_if_changed(os.path.join(out_dir, rel), text)
+    for folder in baseline.stale(out_dir, new_record):
+        shutil.rmtree(folder)
     return sorted(files), changed

@@ -28,6 +28,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 needs_data = pytest.mark.skipif(not (os.path.exists(V27) and os.path.exists(V215)),
                                 reason=f"shared PyTorch 2.7.0/2.15.0 tables absent from {DATA}")
+# The 2.15 comparisons take the installed torch as their baseline and name what changed since 2.13.0
+# (ci/test-upgrade.sh runs the suite on 2.14.1, which already has most of these changes).
+on_213 = pytest.mark.skipif(not torch_version().startswith("2.13."),
+                            reason=f"compares the installed torch as 2.13.0 with 2.15.0; installed: {torch_version()}")
+
+
+@pytest.fixture(autouse=True)
+def no_build_record(tmp_path, monkeypatch):
+    """`check`'s default baseline is what the checkout's build recorded; these tests must not depend
+    on the developer's build/gen, so they look for the record in an empty folder."""
+    monkeypatch.setattr(check, "GEN", str(tmp_path / "no-build" / "gen"))
 
 
 def write(tmp_path, text: str, name: str = "table.yaml") -> str:
@@ -76,6 +87,7 @@ TABLE_27 = """
 # --- 2.13.0 (installed) -> 2.15.0 ------------------------------------------------------------------
 
 @needs_data
+@on_213
 def test_215_report_names_removed_renamed_and_changed_ops(tmp_path, capsys):
     table = write(tmp_path, TABLE_215)
     rc, out, err = run(capsys, "--table", table, "--native-functions", V215)
@@ -99,6 +111,7 @@ def test_215_report_names_removed_renamed_and_changed_ops(tmp_path, capsys):
 
 
 @needs_data
+@on_213
 def test_215_json(tmp_path, capsys):
     table = write(tmp_path, TABLE_215)
     rc, doc = run_json(capsys, "--table", table, "--native-functions", V215)
@@ -196,7 +209,41 @@ def test_default_only_validates(capsys):
     rc, out, _ = run(capsys)
     assert rc == 0
     assert "baseline and target are the same file" in out
+    assert "the baseline is the installed torch: no build has recorded one" in out
     assert "Unchanged and valid" in out and "add.out" in out
+
+
+def test_default_baseline_is_the_build_record(tmp_path, capsys):
+    """After `pip install` of another torch, `check` alone compares with the torch the build
+    recorded (codegen/baseline.py), here a made-up 2.12.9 whose table has one more overload."""
+    gen = tmp_path / "gen"
+    folder = gen / "pytorch" / "2.12.9"
+    folder.mkdir(parents=True)
+    extra = ("- func: mul_legacy.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)\n"
+             "  structured: True\n  dispatch:\n    CPU: mul_out\n")
+    native = os.path.dirname(INSTALLED_NATIVE)
+    with open(INSTALLED_NATIVE, encoding="utf-8") as f:
+        (folder / "native_functions.yaml").write_text(f.read() + extra, encoding="utf-8")
+    with open(os.path.join(native, "tags.yaml"), encoding="utf-8") as f:
+        (folder / "tags.yaml").write_text(f.read(), encoding="utf-8")
+    (folder / "dispatch_stubs.json").write_text(json.dumps({"mul_stub": "ATen/native/BinaryOps.h"}))
+    (gen / "pytorch" / "record.json").write_text(json.dumps({"generated_with": "2.12.9", "baseline": "2.12.9"}))
+    table = write(tmp_path, """
+        mul.out: {kernel: binary/mul, dtypes: [float32]}
+        mul_legacy.out: {kernel: binary/mul, dtypes: [float32], stub: mul_stub}
+    """)
+    rc, doc = run_json(capsys, "--table", table, "--gen", str(gen))
+    assert rc == 1
+    assert doc["baseline"] == {"path": str(folder / "native_functions.yaml"), "version": "2.12.9", "installed": False}
+    assert doc["target"]["installed"]
+    e = entries(doc)
+    assert e["mul_legacy.out"]["status"] == "removed" and e["mul_legacy.out"]["baseline_errors"] == []
+    assert e["mul.out"]["status"] == "ok"
+    # The recorded stubs stand for the baseline's headers, so its stubs are checked too.
+    assert "DispatchStubs are not checked" not in " ".join(doc["notes"])
+    # --baseline still wins over the record.
+    rc, doc = run_json(capsys, "--table", table, "--gen", str(gen), "--baseline", INSTALLED_NATIVE)
+    assert doc["baseline"]["installed"] and entries(doc)["mul_legacy.out"]["status"] == "broken"
 
 
 def test_default_reports_broken_entry(tmp_path, capsys):

@@ -309,10 +309,10 @@ def test_functional_overload_without_delegate(tmp_path, native, library, stubs):
 
 def test_functional_overload_whose_out_is_not_structured(tmp_path, native, library, stubs):
     path, err = resolve_error(tmp_path, """
-        cholesky: {kernel: binary/mul, dtypes: [float32]}
+        cholesky_inverse: {kernel: binary/mul, dtypes: [float32]}
     """, native, library, stubs)
-    assert_error(err, path, 1, "'cholesky' is a functional/in-place overload", "'cholesky.out' is not a structured",
-                 "host/ps")
+    assert_error(err, path, 1, "'cholesky_inverse' is a functional/in-place overload",
+                 "'cholesky_inverse.out' is not a structured", "host/ps")
 
 
 def test_op_without_any_out_overload(tmp_path, native, library, stubs):
@@ -325,9 +325,9 @@ def test_op_without_any_out_overload(tmp_path, native, library, stubs):
 def test_not_structured(tmp_path, native, library, stubs):
     path, err = resolve_error(tmp_path, """
         add.out: {kernel: binary/add, dtypes: [float32]}
-        cholesky.out: {kernel: binary/mul, dtypes: [float32]}
+        cholesky_inverse.out: {kernel: binary/mul, dtypes: [float32]}
     """, native, library, stubs)
-    assert_error(err, path, 2, "'cholesky.out' is not a structured op", "PyTorch", "hand-written kernel")
+    assert_error(err, path, 2, "'cholesky_inverse.out' is not a structured op", "PyTorch", "hand-written kernel")
 
 
 def test_precomputed(tmp_path, native, library, stubs):

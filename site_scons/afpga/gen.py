@@ -6,6 +6,7 @@ subprocess only when one of its inputs changed (content signatures), so a no-op 
 imports torch or torchgen."""
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -62,7 +63,9 @@ def generate(env, cfg, steps) -> Generated:
                + sorted(env.Glob("#kernels/hls/*/*.j2"), key=str) + sorted(env.Glob("#kernels/hls/*/ops.yaml"), key=str))
     selection = f" --kernels {','.join(cfg.kernels)}" if cfg.kernels else ""
     command = f"{sys.executable} -m codegen generate --out {GEN} --levels {level}{selection}"
-    nodes = env.Command(targets, sources, command)
+    # The torch version too: its headers' DispatchStubs are an input, and the codegen records the
+    # version it ran against (and reports an upgrade) even if native_functions.yaml did not change.
+    nodes = env.Command(targets, sources + [env.Value(importlib.metadata.version("torch"))], command)
     env.Precious(nodes)  # codegen rewrites only changed files; SCons must not delete them first
     steps.track(env, nodes, "codegen", f"codegen opt{level}", "codegen", map(str, sources), command)
     units = {c: (f"{GEN}/{u}", [f"{GEN}/{k.source(level)}" for k in p.kernels if k.op.category == c])

@@ -68,7 +68,8 @@ REACHES: dict[str, tuple[str, ...]] = {
     "nn.functional.adaptive_avg_pool2d": ("_adaptive_avg_pool2d",),
     "nn.functional.max_pool2d": ("max_pool2d_with_indices",),
     "nn.functional.pad.reflect": ("reflection_pad1d",),
-    "masked_fill": ("masked_fill_",), "fill": ("fill_",), "index_put": ("_index_put_impl_",)}
+    "masked_fill": ("masked_fill_",), "fill": ("fill_",), "index_put": ("_index_put_impl_",),
+    "__getitem__": ("index",)}
 # Table ops whose OpInfo samples only call overloads the table leaves to the fallback: clamp's
 # samples pass tensor bounds (clamp.Tensor); the table runs the scalar-bound overloads.
 SAMPLES_USE_OTHER_OVERLOADS = frozenset({"clamp", "clamp_min", "clamp_max"})

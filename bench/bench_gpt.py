@@ -3,8 +3,10 @@ torch on the CPU, and its optimizer step alone (AdamW, foreach) with the multi-t
 
     PYTHONPATH=$PWD python bench/bench_gpt.py [--steps N] [--threads N] [--json PATH]
 
-Reports per step: wall time of each device and their ratio, kernel launches, CPU fallbacks and the
-bytes synced each way (what a card would move over PCIe), from aten_fpga.report().
+Reports per step, for a training step without and with dropout (0.1) and for the optimizer step
+alone: wall time of each device and their ratio, kernel launches, CPU fallbacks and the bytes synced
+each way (what a card would move over PCIe), from aten_fpga.report(). The JSON adds, per row, the
+ops that fell back and the launches per op.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import aten_fpga  # noqa: E402
 
 
 def totals() -> dict:
-    """Launches, fallbacks and bytes synced so far, summed over ops."""
+    """Launches, fallbacks and bytes synced so far, summed over ops; the ops that fell back and the
+    launches of each op."""
     r = aten_fpga.report()
     out = {"launches": 0, "cpu_fallbacks": 0, "bytes_to_device": 0, "bytes_to_host": 0}
     for row in r.values():
@@ -32,12 +35,14 @@ def totals() -> dict:
         out["cpu_fallbacks"] += row.get("cpu_fallback", 0)
         out["bytes_to_device"] += row.get("bytes_to_device", 0)
         out["bytes_to_host"] += row.get("bytes_to_host", 0)
+    out["fallback_ops"] = sorted(op for op, row in r.items() if row.get("cpu_fallback", 0))
+    out["launches_per_op"] = {op: row["launches"] for op, row in r.items() if row.get("launches", 0)}
     return out
 
 
-def measure(device: str, steps: int, optimizer_only: bool) -> dict:
+def measure(device: str, steps: int, optimizer_only: bool, dropout: float = 0.0) -> dict:
     torch.manual_seed(0)
-    model = GPT().to(device)
+    model = GPT(dropout).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     data = [(x.to(device), y.to(device)) for x, y in batches(steps + 1)]
 
@@ -64,7 +69,8 @@ def measure(device: str, steps: int, optimizer_only: bool) -> dict:
     row = {"device": device, "seconds": seconds}
     if device == "fpga":
         t = totals()
-        row.update({k: v / steps for k, v in t.items()})
+        row.update({k: v / steps if isinstance(v, int) else v for k, v in t.items()})
+        row["launches_per_op"] = {op: n / steps for op, n in t["launches_per_op"].items()}
     return row
 
 
@@ -77,18 +83,23 @@ def main() -> None:
                         "make the CPU's times meaningless)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    results = []
-    for what, optimizer_only in (("training step", False), ("AdamW step", True)):
-        cpu = measure("cpu", args.steps, optimizer_only)
-        fpga = measure("fpga", args.steps, optimizer_only)
+    results, details = [], []
+    for what, optimizer_only, dropout in (("training step", False, 0.0), ("training step, dropout 0.1", False, 0.1),
+                                          ("AdamW step", True, 0.0)):
+        cpu = measure("cpu", args.steps, optimizer_only, dropout)
+        fpga = measure("fpga", args.steps, optimizer_only, dropout)
         results.append({"what": what, "cpu_ms": cpu["seconds"] * 1e3, "fpga_ms": fpga["seconds"] * 1e3,
                         "ratio": fpga["seconds"] / cpu["seconds"], "launches": fpga["launches"],
                         "cpu_fallbacks": fpga["cpu_fallbacks"], "kb_to_device": fpga["bytes_to_device"] / 1e3,
                         "kb_to_host": fpga["bytes_to_host"] / 1e3})
+        details.append({"what": what, "fallback_ops": fpga["fallback_ops"], "launches_per_op": fpga["launches_per_op"]})
     print(f"GPT-style model (tests/gpt_model.py), per step, image {os.path.basename(os.path.dirname(aten_fpga.image()))}")
     headers = list(results[0])
     print_table(headers, [[r[h] for h in headers] for r in results])
-    write_json(args.json, {"machine": machine(), "image": aten_fpga.image(), "steps": args.steps, "results": results})
+    for d in details:
+        print(f"{d['what']}: ops falling back: {', '.join(d['fallback_ops']) or 'none'}")
+    write_json(args.json, {"machine": machine(), "image": aten_fpga.image(), "steps": args.steps, "results": results,
+                           "details": details})
 
 
 if __name__ == "__main__":

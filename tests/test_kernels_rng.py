@@ -190,3 +190,73 @@ def test_generator_api():
     assert torch.fpga.initial_seed() == 9
     with pytest.raises(RuntimeError, match="16 bytes"):
         torch.fpga.set_rng_state(torch.zeros(8, dtype=torch.uint8))
+
+
+# --- randperm: a Fisher-Yates shuffle on the device (kernels/hls/randperm) ----------------------
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 70_001])
+def test_randperm_is_a_permutation(level, dtype, n):
+    aten_fpga.reset_stats()
+    p = torch.randperm(n, dtype=dtype, device="fpga")
+    assert p.dtype == dtype and p.device.type == "fpga"
+    assert torch.equal(p.cpu().sort().values, torch.arange(n, dtype=dtype))
+    if n > 0:
+        assert ran_on_fpga("randperm.generator_out")
+    if n > 2:
+        assert not torch.equal(p.cpu(), torch.arange(n, dtype=dtype))
+
+
+def test_randperm_feeds_other_kernels(level):
+    # a shuffle of rows as a data loader does it: the permutation stays on the device
+    x = torch.arange(12.0, device="fpga").reshape(6, 2) * 1
+    torch.fpga.manual_seed(3)
+    p = torch.randperm(6, device="fpga")
+    aten_fpga.reset_stats()
+    rows = x.index_select(0, p)
+    assert torch.equal(rows.cpu(), torch.arange(12.0).reshape(6, 2)[p.cpu()])
+    assert ran_on_fpga("index_select")
+
+
+def test_randperm_is_uniform(level):
+    # 24,000 permutations of 4: a chi-square test of the 24 orders, and of each value's position
+    g = torch.Generator(device="fpga").manual_seed(5)
+    perms = torch.stack([torch.randperm(4, generator=g, device="fpga") for _ in range(2_000)]).cpu()
+    codes = (perms * torch.tensor([64, 16, 4, 1])).sum(1)
+    counts = torch.bincount(codes, minlength=256)[codes.unique()]
+    assert counts.numel() == 24
+    expected = perms.shape[0] / 24
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 49.7  # 23 degrees of freedom, p = 1e-3
+    # and of a long permutation: each position's value is uniform (its mean and spread)
+    n = 100_000
+    p = torch.randperm(n, generator=g, device="fpga").cpu().double()
+    first_half = p[: n // 2]
+    assert abs(first_half.mean().item() - (n - 1) / 2) < 5 * n / (12 * (n / 2)) ** 0.5
+    # no fixed structure: few fixed points (Poisson(1))
+    assert int((p == torch.arange(n, dtype=torch.float64)).sum()) < 10
+
+
+def test_randperm_reproducible_across_levels_and_cus():
+    try:
+        runs = []
+        for lv in LEVELS:
+            aten_fpga.load(lv)
+            torch.fpga.manual_seed(21)
+            runs.append(torch.cat([torch.randperm(50_000, device="fpga").cpu(), torch.randperm(9, device="fpga").cpu()]))
+            torch.fpga.manual_seed(21)
+            assert torch.equal(torch.cat([torch.randperm(50_000, device="fpga").cpu(),
+                                          torch.randperm(9, device="fpga").cpu()]), runs[-1])
+            g = torch.Generator(device="fpga").manual_seed(22)
+            assert not torch.equal(torch.randperm(50_000, device="fpga", generator=g).cpu(), runs[-1][:50_000])
+    finally:
+        aten_fpga.load(4)
+    for r in runs[1:]:
+        assert torch.equal(r, runs[0])
+
+
+def test_randperm_errors(level):
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.randperm(-1, out=torch.empty(0, dtype=torch.int64, device="fpga"))
+    with pytest.raises(RuntimeError, match="n is too large"):
+        torch.randperm(2**31 + 1, out=torch.empty(0, dtype=torch.int32, device="fpga"))

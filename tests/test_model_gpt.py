@@ -3,9 +3,8 @@
 
 - With dropout 0 its losses match the CPU's within 1e-4 relative.
 - With dropout 0.1 training runs and is reproducible for a seed.
-- The ops that still fall back to the CPU in a training step are counted and must be a subset of
-  STEP_FALLBACKS, each listed with the work that removes it. The list only shrinks: the goal is
-  an empty one."""
+- No op of a training step falls back to the CPU (STEP_FALLBACKS is empty; an entry would name an
+  op allowed to fall back and the work that removes it), with and without dropout."""
 import math
 import os
 import sys
@@ -20,10 +19,7 @@ from gpt_model import train  # noqa: E402
 # The ops of a training step (forward, backward, AdamW) that still run on the CPU, measured, and the
 # work that removes each (issue 14 and the model-level kernel families). Remove an entry when its
 # kernel lands: the test then keeps it from coming back.
-STEP_FALLBACKS = {
-    # the position ids (torch.arange on the device): no arange kernel yet
-    "arange.start_out": "arange",
-}
+STEP_FALLBACKS: dict[str, str] = {}
 
 
 def step_fallbacks(dropout=0.0):
@@ -54,11 +50,12 @@ def test_gpt_matches_cpu_and_falls_back_only_where_listed():
 
 
 def test_gpt_dropout_trains_and_is_reproducible():
-    """Dropout 0.1: training runs and two runs from the same seed give the same losses. (Until the
-    device RNG lands, dropout's masks come from the CPU fallback's generator, which torch.manual_seed
-    seeds: the run is reproducible, but not yet on the device.)"""
-    a, _ = step_fallbacks(dropout=0.1)
+    """Dropout 0.1: training runs and two runs from the same seed give the same losses. The masks
+    come from the device's generator (rng/bernoulli), which torch.manual_seed seeds; nothing falls
+    back."""
+    a, fallbacks = step_fallbacks(dropout=0.1)
     b, _ = step_fallbacks(dropout=0.1)
     assert all(math.isfinite(l) for l in a)
     assert a == b
+    assert not sorted(set(fallbacks) - set(STEP_FALLBACKS)), fallbacks
     assert a != train("cpu", 20, dropout=0.0)  # dropout changed the run

@@ -1,14 +1,20 @@
 // fpga_index: indexing and data movement ops as kernels.
 //   index_select (and embedding, which ATen lowers to it)  index/gather_rows
 //   embedding_dense_backward                                index/scatter_add_rows
+//   gather                                                  index/gather
+//   scatter (src, value), scatter_add, scatter reduce=      index/scatter, scatter_add, scatter_mul
+//   index.Tensor (x[i], x[:, i, j] with integer indices)    index/gather_rows
+//   _index_put_impl_ (index_put_, x[i] = v, x[i] += v)      index/scatter_rows, scatter_add_rows
 //   masked_fill_ (Scalar and Tensor value)                  binary/masked_fill, through fpga_kernel
 //   cat                                                     copy kernels, one per input (fpga_copy.cpp)
-// The row-indexed kernels take both sides contiguous ([outer, rows, inner] and [outer,
-// table_rows, inner]); the indices are checked on the device (amin/amax) before any launch.
+// The indexed kernels take both sides contiguous ([outer, rows, inner] and [outer, table_rows,
+// inner]); the indices are checked on the device (amin/amax) before any launch.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ScatterGatherChecks.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -21,6 +27,12 @@ namespace aten_fpga {
 namespace {
 
 
+// The smallest and largest of the (non-empty) indices: two reductions on the device; only their
+// results cross to the host.
+std::pair<int64_t, int64_t> index_span(const at::Tensor& idx) {
+  return {at::amin(idx).item<int64_t>(), at::amax(idx).item<int64_t>()};
+}
+
 // The indices as a contiguous int64 fpga tensor, each checked to lie in [0, bound).
 at::Tensor checked_indices(const at::Tensor& index, int64_t bound, const char* op) {
   TORCH_CHECK_INDEX(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
@@ -29,16 +41,34 @@ at::Tensor checked_indices(const at::Tensor& index, int64_t bound, const char* o
   if (!index.is_privateuseone()) throw KernelUnavailable(std::string(op) + " with CPU indices");
   at::Tensor idx = index.reshape(-1).to(at::kLong).contiguous();  // on the device
   if (idx.numel() > 0) {
-    // Two reductions on the device; only their results cross to the host.
-    const int64_t lo = at::amin(idx).item<int64_t>(), hi = at::amax(idx).item<int64_t>();
+    const auto [lo, hi] = index_span(idx);
     TORCH_CHECK_INDEX(lo >= 0 && hi < bound, op, "(): index out of range in self: indices span [", lo, ", ", hi,
                       "] but the indexed dim has size ", bound);
   }
   return idx;
 }
 
-// One row-indexed launch: `table` is [outer, table_rows, inner], `walked` is [outer, rows, inner]
-// (both contiguous); gather_rows reads the table, scatter_add_rows adds into it.
+// One index of gather/scatter per element, as a contiguous int64 fpga tensor in [0, bound): out of
+// range is ATen's RuntimeError, naming the first offending bound.
+at::Tensor element_indices(const at::Tensor& index, int64_t dim, int64_t bound) {
+  at::Tensor idx = index.to(at::kLong).contiguous();  // on the device
+  const auto [lo, hi] = index_span(idx);
+  TORCH_CHECK(lo >= 0 && hi < bound, "index ", lo < 0 ? lo : hi, " is out of bounds for dimension ", dim,
+              " with size ", bound);
+  return idx;
+}
+
+// `t` narrowed to `sizes` in every dim but `keep` (-1: every dim).
+at::Tensor narrowed(const at::Tensor& t, at::IntArrayRef sizes, int64_t keep) {
+  at::Tensor r = t;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d != keep && r.size(d) != sizes[d]) r = r.narrow(d, 0, sizes[d]);
+  }
+  return r;
+}
+
+// One indexed launch: `table` is [outer, table_rows, inner], `walked` is [outer, rows, inner]
+// (both contiguous); a gather reads the table, a scatter updates it.
 void run_rows(KernelLaunch& launch, bool gather, const at::Tensor& in, const at::Tensor& idx, const at::Tensor& out,
               int64_t skip, int64_t inner, int64_t rows, int64_t table_rows, int64_t total) {
   launch.expect_args(3 + 1 + 5, "kernels/hls/index/ops.yaml and fpga_index.cpp disagree");
@@ -52,10 +82,9 @@ void run_rows(KernelLaunch& launch, bool gather, const at::Tensor& in, const at:
   } else {
     sync_to_device(a_out);  // accumulated into
   }
-  // Gathers split across compute units; a scatter runs on one, as two rows may add into one.
-  c10::SmallVector<CuRange, 8> ranges = launch.split(total);
-  if (!gather && !ranges.empty()) ranges = {CuRange{0, total}};
-  for (const CuRange& r : ranges) {
+  // Gathers split across compute units anywhere; scatters at whole outer slabs, as two elements
+  // of a slab may update one destination (in walk order, ATen's): no two units touch one element.
+  for (const CuRange& r : launch.split(total, gather ? 1 : rows * inner)) {
     launch.add_run()
         .buffer(a_in, byte_offset(in))
         .buffer(a_idx, byte_offset(idx))
@@ -119,6 +148,219 @@ at::Tensor fpga_embedding_dense_backward(const KernelRef& kernel, const at::Tens
   const at::Tensor grad = grad_output.reshape({idx.numel(), width}).contiguous();
   run_rows(launch, false, grad, idx, grad_weight, padding_idx, width, idx.numel(), num_weights, grad.numel());
   return grad_weight;
+}
+
+// gather along dim: out[..., k, ...] = self[..., index[..., k, ...], ...]; out has index's shape.
+at::Tensor& fpga_gather_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            bool /*sparse_grad: the backward's layout*/, at::Tensor& out) {
+  KernelLaunch launch(kernel, self.scalar_type(), self.device());
+  if (self.dim() == 0 || index.dim() != self.dim()) throw KernelUnavailable("gather with a 0-dim operand");
+  if (!index.is_privateuseone()) throw KernelUnavailable("gather with CPU indices");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::native::scatter_gather_dtype_check("gather", self, index);
+  at::native::gather_shape_check(self, dim, index);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "gather(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  at::native::resize_output(out, index.sizes());
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_partial_overlap(out, index);
+  if (index.numel() == 0) return out;
+  c10::DeviceGuard guard(self.device());
+  const at::Tensor idx = element_indices(index, dim, self.size(dim)).reshape(-1);
+  const at::Tensor table = narrowed(self, index.sizes(), dim).contiguous();  // on the device
+  const bool direct = out.is_contiguous();
+  at::Tensor dst = direct ? out : at::empty(index.sizes(), self.options());
+  const int64_t inner = c10::multiply_integers(index.sizes().slice(dim + 1));
+  run_rows(launch, true, table, idx, dst, -1, inner, index.size(dim), self.size(dim), index.numel());
+  if (!direct) out.copy_(dst);
+  return out;
+}
+
+namespace {
+
+// out = self, then each element of src (narrowed to index's shape) goes to out[..., index, ...]
+// along dim, combined by `kernel` (scatter: set; scatter_add: +=; scatter_mul: *=). ATen's CPU
+// kernel combines float16 in a float copy of self and rounds once at the end: so do we, through
+// the float32 kernel.
+at::Tensor& scatter_into(const KernelRef& kernel, const char* op, const at::Tensor& self, int64_t dim,
+                         const at::Tensor& index, const at::Tensor& src, at::Tensor& out) {
+  static const KernelRef set{"scatter"};
+  const bool widen = self.scalar_type() == at::kHalf && std::string(kernel.name) != set.name;
+  KernelLaunch launch(kernel, widen ? at::kFloat : self.scalar_type(), self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::native::scatter_gather_dtype_check(op, self, index, src);
+  at::native::scatter_shape_check(self, dim, index, src);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), op, "(): Expected out tensor to have dtype ", self.scalar_type(),
+              ", but got ", out.scalar_type(), " instead");
+  if (!src.is_privateuseone() || src.device() != self.device()) throw KernelUnavailable("scatter with a CPU src");
+  if (!index.is_privateuseone()) throw KernelUnavailable("scatter with CPU indices");
+  if (index.numel() > 0 && (self.dim() == 0 || index.dim() != self.dim() || src.dim() != self.dim())) {
+    throw KernelUnavailable("scatter with a 0-dim operand");
+  }
+  c10::DeviceGuard guard(self.device());
+  at::Tensor idx;
+  if (index.numel() > 0) idx = element_indices(index, dim, self.size(dim)).reshape(-1);
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);  // on the device
+  }
+  if (index.numel() == 0) return out;
+  const at::ScalarType compute = widen ? at::kFloat : self.scalar_type();
+  const at::Tensor values = narrowed(src, index.sizes(), -1).to(compute).contiguous();  // on the device
+  // The part of out the walk touches: index's extent in every dim but dim.
+  const at::Tensor region = narrowed(out, index.sizes(), dim);
+  const bool direct = region.is_contiguous() && !widen;
+  const at::Tensor table = direct ? region : region.to(compute).contiguous();
+  const int64_t inner = c10::multiply_integers(index.sizes().slice(dim + 1));
+  run_rows(launch, false, values, idx, table, -1, inner, index.size(dim), out.size(dim), index.numel());
+  if (!direct) region.copy_(table);
+  return out;
+}
+
+// scatter's value forms: src is `value` in self's dtype, of index's shape, made on the device (a
+// one-element tensor broadcast by the copy kernel).
+at::Tensor value_like(const at::Tensor& index, const at::Scalar& value, const at::Tensor& self) {
+  const at::Tensor one = at::scalar_tensor(value, self.options().device(at::kCPU)).to(self.device());
+  return one.expand(index.sizes()).contiguous();
+}
+
+// scatter's reduce= argument: "add" or "multiply", as ATen names them.
+const KernelRef& reduce_kernel(const KernelRef& add, c10::string_view reduce) {
+  static const KernelRef mul{"scatter_mul"};
+  TORCH_CHECK(reduce == "add" || reduce == "multiply", "reduce argument must be either add or multiply.");
+  return reduce == "add" ? add : mul;
+}
+
+}  // namespace
+
+at::Tensor& fpga_scatter_src_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, at::Tensor& out) {
+  return scatter_into(kernel, "scatter", self, dim, index, src, out);
+}
+
+at::Tensor& fpga_scatter_value_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim,
+                                   const at::Tensor& index, const at::Scalar& value, at::Tensor& out) {
+  return scatter_into(kernel, "scatter", self, dim, index, value_like(index, value, self), out);
+}
+
+at::Tensor& fpga_scatter_add_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                 const at::Tensor& src, at::Tensor& out) {
+  return scatter_into(kernel, "scatter_add", self, dim, index, src, out);
+}
+
+at::Tensor& fpga_scatter_reduce_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim,
+                                    const at::Tensor& index, const at::Tensor& src, c10::string_view reduce,
+                                    at::Tensor& out) {
+  return scatter_into(reduce_kernel(kernel, reduce), "scatter", self, dim, index, src, out);
+}
+
+at::Tensor& fpga_scatter_value_reduce_out(const KernelRef& kernel, const at::Tensor& self, int64_t dim,
+                                          const at::Tensor& index, const at::Scalar& value, c10::string_view reduce,
+                                          at::Tensor& out) {
+  return scatter_into(reduce_kernel(kernel, reduce), "scatter", self, dim, index, value_like(index, value, self), out);
+}
+
+namespace {
+
+// Advanced indexing by integer tensors (x[i, j], x[:, i]) as rows: the index tensors, adjacent,
+// pick rows of self viewed as [outer, table_rows, inner] (table_rows: the indexed dims' extent
+// together); their broadcast shape B makes the result [outer, |B|, inner], of shape `shape`.
+struct PickedRows {
+  at::Tensor row;              // [|B|] int64 on the device: the table row of each element of B
+  std::vector<int64_t> shape;  // self's sizes with the indexed dims replaced by B
+  int64_t outer = 0, rows = 0, table_rows = 0, inner = 0;
+};
+
+// Throws KernelUnavailable (before any side effect) for boolean masks, non-adjacent index tensors
+// or none; IndexError, as ATen, for an index out of [-size, size) (negative ones count from the end).
+PickedRows picked_rows(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  std::vector<at::Tensor> picks;
+  int64_t first = -1;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const std::optional<at::Tensor> t = indices[d];
+    if (!t.has_value() || !t->defined()) continue;
+    if (t->scalar_type() != at::kLong && t->scalar_type() != at::kInt) throw KernelUnavailable("indexing with a mask");
+    if (first < 0) first = static_cast<int64_t>(d);
+    if (static_cast<int64_t>(d) != first + static_cast<int64_t>(picks.size())) {
+      throw KernelUnavailable("indexing with non-adjacent index tensors");
+    }
+    picks.push_back(*t);
+  }
+  if (picks.empty()) throw KernelUnavailable("indexing without index tensors");
+  const int64_t m = static_cast<int64_t>(picks.size());
+  for (at::Tensor& t : picks) t = t.to(self.device(), at::kLong);  // CPU index lists: a small copy in
+  picks = at::expand_outplace(picks);
+  const at::IntArrayRef picked = picks[0].sizes();
+  const at::IntArrayRef sizes = self.sizes();
+  PickedRows r;
+  r.shape.assign(sizes.begin(), sizes.begin() + first);
+  r.shape.insert(r.shape.end(), picked.begin(), picked.end());
+  r.shape.insert(r.shape.end(), sizes.begin() + first + m, sizes.end());
+  r.rows = c10::multiply_integers(picked);
+  r.outer = c10::multiply_integers(sizes.slice(0, first));
+  r.inner = c10::multiply_integers(sizes.slice(first + m));
+  r.table_rows = c10::multiply_integers(sizes.slice(first, m));
+  if (r.rows == 0) return r;
+  // The row of the indexed dims together, by Horner's rule on the device.
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t size = sizes[first + j];
+    at::Tensor t = picks[j];
+    const auto [lo, hi] = index_span(t);
+    TORCH_CHECK_INDEX(lo >= -size && hi < size, "index ", lo < -size ? lo : hi, " is out of bounds for dimension ",
+                      first + j, " with size ", size);
+    if (lo < 0) t = t.add(t.lt(0).to(at::kLong).mul(size));
+    r.row = j == 0 ? t : r.row.mul(size).add(t);
+  }
+  r.row = r.row.reshape(-1).contiguous();
+  return r;
+}
+
+}  // namespace
+
+// x[i, j] (index.Tensor): out[o, k, i] = self[o, row[k], i], the row gather of index_select.
+at::Tensor& fpga_index_tensor_out(const KernelRef& kernel, const at::Tensor& self,
+                                  const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  KernelLaunch launch(kernel, self.scalar_type(), self.device());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  c10::DeviceGuard guard(self.device());
+  const PickedRows r = picked_rows(self, indices);
+  at::native::resize_output(out, r.shape);
+  if (out.numel() == 0) return out;
+  const at::Tensor table = self.contiguous();  // on the device
+  const bool direct = out.is_contiguous();
+  at::Tensor dst = direct ? out : at::empty(r.shape, self.options());
+  run_rows(launch, true, table, r.row, dst, -1, r.inner, r.rows, r.table_rows, dst.numel());
+  if (!direct) out.copy_(dst);
+  return out;
+}
+
+// index_put_ (x[i, j] = v, x[:, i] += v): values broadcast to the picked shape, written into (or,
+// with accumulate, added to) the picked rows of self -- in index order, as ATen's CPU kernel, so
+// repeated indices accumulate in the CPU's order and, without accumulate, the last one wins.
+// Boolean masks, non-adjacent index tensors and expanded selves take the counted fallback.
+at::Tensor& fpga_index_put_impl_(const KernelRef& kernel, at::Tensor& self,
+                                 const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& values,
+                                 bool accumulate, bool /*unsafe*/) {
+  static const KernelRef add_rows{"scatter_add_rows"};
+  KernelLaunch launch(accumulate ? add_rows : kernel, self.scalar_type(), self.device());
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, "
+              "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) throw KernelUnavailable("index_put_ on an expanded tensor");
+  c10::DeviceGuard guard(self.device());
+  const PickedRows r = picked_rows(self, indices);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), r.shape), "shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ", at::IntArrayRef(r.shape));
+  if (r.outer * r.rows * r.inner == 0) return self;
+  const at::Tensor vals = values.to(self.device()).expand(r.shape).contiguous();  // on the device
+  const bool direct = self.is_contiguous();
+  at::Tensor table = direct ? self : self.contiguous();
+  run_rows(launch, false, vals, r.row, table, -1, r.inner, r.rows, r.table_rows, r.outer * r.rows * r.inner);
+  if (!direct) self.copy_(table);
+  return self;
 }
 
 // masked_fill_: self = mask ? value : self, mask broadcast to self, through the pointwise driver.

@@ -1,11 +1,15 @@
-// fpga_rng: the random ops (uniform_, normal_, exponential_, bernoulli_, random_) as the rng
-// kernels (kernels/hls/rng). Each launch takes (seed, offset) from the tensor's device generator
-// (or the one passed) and advances its offset by one; the kernel computes element i from
-// philox(seed, (i, offset)), so the values depend on the seed and the sequence of random ops,
-// not on how the range is split across compute units. They are not the CPU's values: the CPU
-// generator is a Mersenne Twister (docs/rng.md).
+// fpga_rng: the generating kernels, whose element i is a function of i and the scalars alone.
+//   uniform_, normal_, exponential_, bernoulli_, random_   kernels/hls/rng
+//   arange (start, end, step, out)                         kernels/hls/range
+//   randperm (generator, out)                              kernels/hls/randperm (a shuffle, one CU)
+// Each random launch takes (seed, offset) from the tensor's device generator (or the one passed)
+// and advances its offset by one; the rng kernels compute element i from philox(seed, (i, offset)),
+// so the values depend on the seed and the sequence of random ops, not on how the range is split
+// across compute units. They are not the CPU's values: the CPU generator is a Mersenne Twister
+// (docs/rng.md).
 #include <ATen/ATen.h>
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/native/RangeUtils.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <cmath>
@@ -22,20 +26,10 @@ namespace aten_fpga {
 namespace {
 
 
-// Fills `self` with the kernel's distribution, `params` being the op's scalars after seed and offset.
-at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::optional<at::Generator>& gen,
-                        std::initializer_list<c10::Scalar> params) {
-  KernelLaunch launch(kernel, self.scalar_type(), self.device());
-  launch.expect_args(1 + 2 + params.size() + 2, "kernels/hls/rng/ops.yaml and fpga_rng.cpp disagree");
+// Runs a generating kernel into `self` (any shape; element i in its row-major order): `scalars`
+// are the kernel's, in order; the range [0, numel) is split across compute units at port words.
+void generate(KernelLaunch& launch, at::Tensor& self, c10::ArrayRef<c10::Scalar> scalars) {
   const int64_t n = self.numel();
-  if (n == 0) return self;
-  c10::DeviceGuard guard(self.device());
-  auto* g = at::get_generator_or_default<FpgaGeneratorImpl>(gen, default_fpga_generator(self.device().index()));
-  std::pair<uint64_t, uint64_t> state;
-  {
-    std::lock_guard<std::mutex> lock(g->mutex_);
-    state = g->next_launch();
-  }
   // The output port: self when it is dense, aligned to the port word and ends in whole words
   // (or at its allocation's end, whose padding takes the last word's spill); else a temporary.
   const int64_t esize = self.element_size();
@@ -48,15 +42,33 @@ at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::op
   prepare_device_write(o, byte_offset(out), n * esize);
   for (const CuRange& r : launch.split(n, word / esize)) {
     RunArgs args = launch.add_run();
-    args.buffer(o, byte_offset(out) + r.begin * esize)
-        .scalar(static_cast<int64_t>(state.first))
-        .scalar(static_cast<int64_t>(state.second));
-    for (const c10::Scalar& p : params) args.scalar(p);
+    args.buffer(o, byte_offset(out) + r.begin * esize);
+    for (const c10::Scalar& p : scalars) args.scalar(p);
     args.size(r.begin).size(r.size());
   }
   launch.run();
   mark_device_written(o);
   if (!direct) self.copy_(out);  // on the device
+}
+
+// (seed, offset) for one launch from `gen` or the device's default generator.
+std::pair<uint64_t, uint64_t> next_launch(const std::optional<at::Generator>& gen, c10::Device device) {
+  auto* g = at::get_generator_or_default<FpgaGeneratorImpl>(gen, default_fpga_generator(device.index()));
+  std::lock_guard<std::mutex> lock(g->mutex_);
+  return g->next_launch();
+}
+
+// Fills `self` with the kernel's distribution, `params` being the op's scalars after seed and offset.
+at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::optional<at::Generator>& gen,
+                        std::initializer_list<c10::Scalar> params) {
+  KernelLaunch launch(kernel, self.scalar_type(), self.device());
+  launch.expect_args(1 + 2 + params.size() + 2, "kernels/hls/rng/ops.yaml and fpga_rng.cpp disagree");
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  const std::pair<uint64_t, uint64_t> state = next_launch(gen, self.device());
+  c10::SmallVector<c10::Scalar, 6> scalars{static_cast<int64_t>(state.first), static_cast<int64_t>(state.second)};
+  scalars.append(params.begin(), params.end());
+  generate(launch, self, scalars);
   return self;
 }
 
@@ -113,6 +125,73 @@ at::Tensor& fpga_random_to(const KernelRef& kernel, at::Tensor& self, int64_t to
 
 at::Tensor& fpga_random_(const KernelRef& kernel, at::Tensor& self, std::optional<at::Generator> generator) {
   return fpga_random_from(kernel, self, 0, std::nullopt, generator);
+}
+
+// arange(start, end, step, out=): out[i] = start + step * i, in ATen's accumulate type (double;
+// float for float16), n elements as ATen counts them. An integer dtype runs only where double is
+// exact (integer start and step, every value within 2^53); beyond, the counted fallback.
+at::Tensor& fpga_arange_out(const KernelRef& kernel, const at::Scalar& start, const at::Scalar& end,
+                            const at::Scalar& step, at::Tensor& out) {
+  KernelLaunch launch(kernel, out.scalar_type(), out.device());
+  launch.expect_args(1 + 2 + 2, "kernels/hls/range/ops.yaml and fpga_rng.cpp disagree");
+  const bool integral = c10::isIntegralType(out.scalar_type(), /*includeBool=*/false);
+  const int64_t n = out.scalar_type() == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
+                                                   : at::native::compute_arange_size<double>(start, end, step);
+  // ATen's accumulate-type values of start and step (an integer dtype truncates them).
+  const double first = integral ? static_cast<double>(start.to<int64_t>()) : start.to<double>();
+  const double stride = integral ? static_cast<double>(step.to<int64_t>()) : step.to<double>();
+  if (integral) {
+    const double exact = 9007199254740992.0;  // 2^53
+    const double last = first + stride * static_cast<double>(n > 0 ? n - 1 : 0);
+    if (std::abs(static_cast<double>(start.to<int64_t>())) > exact || std::abs(stride) > exact ||
+        std::abs(last) > exact) {
+      throw KernelUnavailable("arange with integers beyond 2^53");
+    }
+  }
+  if (out.numel() != n) {
+    if (out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", n, ". Note that this may occur as a "
+                 "result of rounding error. The out tensor will be resized to a tensor of shape (", n, ",).");
+    }
+    out.resize_({n});
+  }
+  if (n == 0) return out;
+  c10::DeviceGuard guard(out.device());
+  const c10::Scalar scalars[] = {first, stride};
+  generate(launch, out, scalars);
+  return out;
+}
+
+// randperm(n, generator=, out=): the identity shuffled by Fisher-Yates on the device, each swap
+// position a Philox draw (kernels/hls/include/aten_fpga_randperm.h). One launch, one compute unit:
+// the swaps form one chain, so the permutation depends only on (seed, offset), whatever the image.
+at::Tensor& fpga_randperm_out(const KernelRef& kernel, int64_t n, std::optional<at::Generator> generator,
+                              at::Tensor& out) {
+  KernelLaunch launch(kernel, out.scalar_type(), out.device());
+  launch.expect_args(1 + 2 + 1, "kernels/hls/randperm/ops.yaml and fpga_rng.cpp disagree");
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  TORCH_CHECK(!generator.has_value() || !generator->defined() || out.device() == generator->device(),
+              "Expected a '", out.device(), "' generator device but found '", generator->device(), "'");
+  TORCH_CHECK(out.scalar_type() != at::kInt || n - 1 <= std::numeric_limits<int32_t>::max(),
+              "n is too large for result tensor type: '", out.toString(), "'");
+  out.resize_({n});
+  if (n == 0) return out;
+  c10::DeviceGuard guard(out.device());
+  const std::pair<uint64_t, uint64_t> state = next_launch(generator, out.device());
+  const bool direct = out.is_contiguous();
+  at::Tensor dst = direct ? out : at::empty({n}, out.options());
+  Allocation* o = allocation_of(dst);
+  prepare_device_write(o, byte_offset(dst), n * dst.element_size());
+  launch.add_run()
+      .buffer(o, byte_offset(dst))
+      .scalar(static_cast<int64_t>(state.first))
+      .scalar(static_cast<int64_t>(state.second))
+      .size(n);
+  launch.run();
+  mark_device_written(o);
+  if (!direct) out.copy_(dst);
+  return out;
 }
 
 }  // namespace aten_fpga

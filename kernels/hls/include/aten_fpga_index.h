@@ -1,9 +1,16 @@
-// The row-indexed kernels (kernels/hls/index). Both walk a [outer, rows, inner] range in order;
-// row k of it is table row idx[k] of a [outer, table_rows, inner] tensor:
-//   gather_rows       out[o][k][i]        = in[o][idx[k]][i]          (index_select, embedding)
-//   scatter_add_rows  out[o][idx[k]][i]  += in[o][k][i]               (embedding_dense_backward,
-//                                                                       index_add along one dim)
-// A row whose index equals `skip` is left out (embedding's padding_idx; -1: none).
+// The indexed kernels (kernels/hls/index). Each walks a [outer, rows, inner] range in order; the
+// element (o, k, i) of the walk is element (o, idx, i) of a [outer, table_rows, inner] tensor, idx
+// being idx[k] (a row index: the same for a whole row) or idx[flat element] (an element index):
+//   gather_rows       out[o][k][i]          = in[o][idx[k]][i]       (index_select, embedding)
+//   scatter_rows      out[o][idx[k]][i]     = in[o][k][i]            (index_put_)
+//   scatter_add_rows  out[o][idx[k]][i]    += in[o][k][i]            (embedding_dense_backward,
+//                                                                      index_put_ accumulating)
+//   gather            out[o][k][i]          = in[o][idx[o][k][i]][i] (gather along dim)
+//   scatter           out[o][idx[o][k][i]][i] = in[o][k][i]          (scatter, scatter.value)
+//   scatter_add, scatter_mul: the same, += and *=                    (scatter_add, reduce=)
+// A walk element whose index equals `skip` is left out (embedding's padding_idx; -1: none).
+// Scatters update each destination in walk order, k ascending: ATen's CPU order, so repeated
+// indices accumulate (or overwrite) deterministically and as the CPU does.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +20,35 @@
 namespace afpga {
 namespace index {
 
-struct GatherRows {
-  static const bool kIndexedInput = true;  // the input is the table; the output is walked in order
+// How a moved element combines with the destination (computed in ATen's opmath type).
+struct Take {
   template <typename T>
   static T update(T, T x) { return x; }
 };
-
-struct ScatterAddRows {
-  static const bool kIndexedInput = false;  // the output is the table, accumulated into
+struct Add {
   template <typename T>
   static T update(T old, T x) { return T(opmath_t<T>(old) + opmath_t<T>(x)); }
 };
+struct Mul {
+  template <typename T>
+  static T update(T old, T x) { return T(opmath_t<T>(old) * opmath_t<T>(x)); }
+};
+
+// IndexedInput: the input is the table (a gather; the output is walked in order), else the output
+// is (a scatter, which reads the destination it updates). PerElement: one index per walk element.
+template <bool IndexedInput, bool PerElement, typename Update>
+struct Indexed : Update {
+  static const bool kIndexedInput = IndexedInput;
+  static const bool kPerElement = PerElement;
+};
+
+typedef Indexed<true, false, Take> GatherRows;
+typedef Indexed<false, false, Take> ScatterRows;
+typedef Indexed<false, false, Add> ScatterAddRows;
+typedef Indexed<true, true, Take> Gather;
+typedef Indexed<false, true, Take> Scatter;
+typedef Indexed<false, true, Add> ScatterAdd;
+typedef Indexed<false, true, Mul> ScatterMul;
 
 // The walk over [outer, rows, inner]: (o, k, i) of flat element `begin`, stepped without division.
 struct Walk {

@@ -47,6 +47,12 @@ rounds:
   return out;
 }
 
+// Element `index`'s words for the generator state (seed, offset), as the kernels' int64 registers.
+inline Words draw(int64_t seed, int64_t offset, uint64_t index) {
+#pragma HLS INLINE
+  return philox(static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), index);
+}
+
 // Uniform in [0, 1) with the compute type's precision: 24 bits for float, 53 for double. The
 // scales 2^-24 and 2^-53 are written as their exact decimal values (hexadecimal floating literals
 // are C++17).

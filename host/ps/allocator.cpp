@@ -173,12 +173,6 @@ void prepare_device_write(Allocation* a, size_t offset, size_t n) {
   sync_to_device(a);
 }
 
-void prepare_host_write(Allocation* a, size_t offset, size_t n) {
-  if (a == nullptr) return;
-  if (offset == 0 && n >= a->requested) return;
-  sync_to_host(a);
-}
-
 void copy_valid_bytes(Allocation* dst, size_t dst_offset, Allocation* src, size_t src_offset, size_t n) {
   TORCH_INTERNAL_ASSERT(dst->device == src->device);
   bool on_host;

@@ -89,11 +89,10 @@ void mark_host_written(Allocation* a, size_t offset, size_t n);
 void mark_device_written(Allocation* a);
 void mark_host_written(Allocation* a);
 
-// For drivers that mark the whole allocation written after writing bytes [offset, offset + n): a
-// write that covers the whole allocation needs no sync first, a partial one makes the rest current
-// on the side it writes.
+// For drivers that mark the whole allocation written after writing bytes [offset, offset + n) on the
+// device: a write that covers the whole allocation needs no sync first, a partial one makes the
+// rest current on the device.
 void prepare_device_write(Allocation* a, size_t offset, size_t n);
-void prepare_host_write(Allocation* a, size_t offset, size_t n);
 
 // Copy n bytes from `src` to `dst` (allocations on the same device) on the side where those bytes
 // of `src` are current: device to device unless only the host shadow holds some of them.

@@ -1,9 +1,11 @@
-"""Per-op dispatch overhead and one MLP training step, "fpga" (emulated) against torch on the CPU.
+"""Per-op dispatch overhead, one MLP training step, and what reading one element of a large
+tensor moves: "fpga" (emulated) against torch on the CPU.
 
     python bench/bench_overhead.py [--json PATH]
 
 Small ops (1 element) measure what the host adds per op: dispatch, meta, kernel lookup, launch.
-The target is under 3x torch's own per-op time on the CPU.
+The target is at most 1.5x torch's own per-op time on the CPU. Partial sync: `.cpu()` of a
+1-element view of a 256 MiB tensor a kernel wrote must move at most 1 MiB (aten_fpga.report()).
 """
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot
 
 import aten_fpga  # noqa: E402
 
-TARGET_RATIO = 3.0
+TARGET_RATIO = 1.5
+PARTIAL_SYNC_BYTES = 256 << 20  # the tensor
+PARTIAL_SYNC_TARGET = 1 << 20  # bytes one element's .cpu() may move
 
 
 def small_ops() -> list[dict]:
@@ -36,6 +40,27 @@ def small_ops() -> list[dict]:
         fpga = median_seconds(make(fx, fy), 2000, warmup=100)
         rows.append({"op": name, "cpu_us": cpu * 1e6, "fpga_us": fpga * 1e6, "ratio": fpga / cpu})
     return rows
+
+
+def partial_sync() -> dict:
+    """Bytes and time of `.cpu()` of one element of a 256 MiB tensor only the device holds, then of
+    the whole tensor."""
+    import time
+
+    n = PARTIAL_SYNC_BYTES // 4
+    x = torch.ones(n, device="fpga").mul_(3)  # written by kernels: the device copy alone is current
+    aten_fpga.reset_stats()
+    t0 = time.perf_counter()
+    one = x[n // 2 + 7:n // 2 + 8].cpu()
+    t1 = time.perf_counter()
+    one_bytes = aten_fpga.report()["_copy_from"]["bytes_to_host"]
+    whole = x.cpu()
+    t2 = time.perf_counter()
+    all_bytes = aten_fpga.report()["_copy_from"]["bytes_to_host"]
+    assert one.item() == 3.0 and bool((whole == 3).all())
+    return {"tensor_bytes": PARTIAL_SYNC_BYTES, "one_element_bytes": one_bytes, "one_element_ms": (t1 - t0) * 1e3,
+            "then_whole_bytes": all_bytes - one_bytes, "then_whole_ms": (t2 - t1) * 1e3,
+            "target_bytes": PARTIAL_SYNC_TARGET}
 
 
 def mlp_step() -> dict:
@@ -76,21 +101,27 @@ def main(argv=None) -> int:
     print_table(["small op (1 element)", "cpu us", "fpga us", "fpga/cpu"],
                 [[r["op"], r["cpu_us"], r["fpga_us"], r["ratio"]] for r in rows])
     worst = max(r["ratio"] for r in rows)
-    print(f"target: under {TARGET_RATIO:.0f}x -> {'met' if worst < TARGET_RATIO else 'MISSED'} (worst {worst:.2f}x)")
+    print(f"target: at most {TARGET_RATIO:g}x -> {'met' if worst <= TARGET_RATIO else 'MISSED'} (worst {worst:.2f}x)")
+    sync = partial_sync()
+    print_table(["256 MiB fpga tensor (device newer)", "bytes to host", "ms"],
+                [["x[i:i+1].cpu()", sync["one_element_bytes"], sync["one_element_ms"]],
+                 ["then x.cpu()", sync["then_whole_bytes"], sync["then_whole_ms"]]])
+    ok = sync["one_element_bytes"] <= PARTIAL_SYNC_TARGET
+    print(f"target: one element moves <= 1 MiB -> {'met' if ok else 'MISSED'} ({sync['one_element_bytes']} bytes)")
     mlp = mlp_step()
     print_table(["MLP training step (64-128-10, batch 32)", "cpu ms", "fpga ms", "fpga/cpu", "launches", "fallbacks"],
                 [["one step", mlp["cpu_ms"], mlp["fpga_ms"], mlp["ratio"], mlp["fpga_launches"], mlp["cpu_fallbacks"]]])
     print("per step, on the fpga:", ", ".join(f"{op} {n:g}" for op, n in mlp["fpga_ops"].items()))
     print("per step, CPU fallbacks:", ", ".join(f"{op} {n:g}" for op, n in mlp["fallback_ops"].items()) or "none")
     doc = {"benchmark": "overhead", "machine": machine(), "small_ops": rows, "target_ratio": TARGET_RATIO,
-           "mlp_step": mlp}
+           "partial_sync": sync, "mlp_step": mlp}
     write_json(args.json, doc)
     plt = pyplot()
     if plt is not None:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         names = [r["op"] for r in rows]
         ax.barh(names, [r["ratio"] for r in rows])
-        ax.axvline(TARGET_RATIO, color="red", ls="--", label=f"target {TARGET_RATIO:.0f}x")
+        ax.axvline(TARGET_RATIO, color="red", ls="--", label=f"target {TARGET_RATIO:g}x")
         ax.set_xlabel("fpga / CPU per-op time (1-element tensors)")
         ax.legend()
         save_plot(fig, "overhead.png")

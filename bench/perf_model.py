@@ -1,6 +1,7 @@
 """A hardware performance model beside the measurements: for each kernel category, XCL_OPT level and
-known platform, the throughput the design can reach and the projected speed-up over torch on this
-machine's CPU.
+known platform, the throughput the design can reach, the share of the card's peak memory bandwidth
+it uses, the projected speed-up over torch on this machine's CPU, and the energy per op beside the
+CPU's and an H100's.
 
     python bench/perf_model.py [--json PATH] [--n N]
     python bench/perf_model.py --cnn      (the LeNet / ResNet-block layers: docs/img/cnn_layers.png)
@@ -8,15 +9,20 @@ machine's CPU.
     python bench/perf_model.py --compile  (torch.compile's fused step beside eager on a U250, from
                                            bench/bench_compile.py's launches and bytes)
 
-Assumptions (docs/perf_model.md explains them):
+Assumptions (docs/benchmarks.md explains them):
 - kernel clock 300 MHz (Vitis' default for these platforms); float32 elements;
 - levels: 1 = sequential burst phases (read each input, compute, write: one element per cycle per
-  phase), 2 = dataflow (one element per cycle), 3 = level 2 as 4 CUs, 4 = 512-bit ports (16 lanes);
-- every m_axi port has its own bank (the build's sp= spreading), a port moves at most its width per
-  cycle and at most one bank's peak bandwidth; all CUs together share the platform's banks;
+  phase), 2 = dataflow (one element per cycle), 3 = level 2 as 4 CUs, 4 = 512-bit ports (16 lanes),
+  the whole range streamed through one dataflow region at II=1: one pipeline fill per call
+  (FILL_CYCLES), with the build's default CUs for the card (Platform.opt4_cus);
+- the banks each CU port uses are the build's (site_scons/afpga/connectivity.py bank_index); a port
+  moves at most its width per cycle; the ports sharing a bank share its peak bandwidth; every CU
+  gets an equal share of the range (launch.split), so the launch runs at the slowest CU's rate;
+- reductions: "reduce" reduces rows (x.view(4096, -1).sum(1)): the runtime splits the rows over the
+  CUs; "reduce_all" reduces everything to one value (x.sum()): the runtime runs one row, so one CU;
 - "resident": the operands already live in device memory (a chain of FPGA ops); "with transfers":
   the inputs are copied in and the output out over the host link (PCIe Gen3 x16, ~12 GB/s per
-  direction; the embedded platform shares the host's memory, so it has no such copy);
+  direction measured; the embedded platform shares the host's memory, so it has no such copy);
 - 15 us per kernel launch (XRT run start + wait).
 """
 from __future__ import annotations
@@ -29,72 +35,145 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot, write_json  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "site_scons")]  # the build's own bank assignment (and codegen it reads)
+from afpga.connectivity import bank_index  # noqa: E402
 from afpga.platforms import PLATFORMS  # noqa: E402
 
 CLOCK_HZ = 300e6
 ELEMENT_BYTES = 4
 LAUNCH_S = 15e-6
-LEVEL_CUS = {1: 1, 2: 1, 3: 4, 4: 1}
+FILL_CYCLES = 256  # one dataflow pipeline fill per call: the first burst's latency and the op's depth
+LEVEL_CUS = {1: 1, 2: 1, 3: 4, 4: 1}  # compute-bound kernels (gemm, fft) at each level
 LEVEL_LANES = {1: 1, 2: 1, 3: 1, 4: 16}
-# Ports (inputs, outputs) of a category's kernel; a reduction's output traffic is negligible.
-CATEGORY_PORTS = {"unary": (1, 1), "binary": (2, 1), "ternary": (3, 1), "reduce": (1, 0)}
+# A category's kernel: its m_axi ports (bundles) and those that stream n elements each; a
+# reduction's output port moves one element per row.
+CATEGORY_PORTS = {"unary": (2, 2), "binary": (3, 3), "ternary": (4, 4), "reduce": (2, 1), "reduce_all": (2, 1)}
+REDUCE_ROWS = 4096
+
+# Physical limits, beside the projections.
+PCIE_GEN3_X16_GBPS = 15.75  # theoretical, per direction
+PCIE_MEASURED_GBPS = 12.0   # what XRT's DMA reaches in practice (Platform.host_link_gbps)
+# Board power (W): the cards' maximum, from AMD's data sheets; the ZCU102 is an evaluation board
+# with no such figure.
+BOARD_WATTS = {"u200": 225, "u250": 225, "u50": 75, "u55c": 150, "u280": 225}
+# This machine's CPU: lscpu says "AMD EPYC", family 25 model 1 (Zen 3, Milan) under KVM, without its
+# SKU. Milan's package TDPs run 155-280 W; we take the top part's (EPYC 7763, 280 W) as the
+# package power: a TDP, not a measurement, and our 2 vCPUs are a slice of that package.
+CPU = {"name": "AMD EPYC (Zen 3 Milan, family 25 model 1; SKU hidden by KVM)", "tdp_w": 280,
+       "tdp_source": "EPYC 7763 TDP 280 W (top Milan SKU; assumed, not measured)"}
+# An H100 SXM measured on the same ops at 2^24 float32; its 700 W board power (TDP) as its power.
+H100 = {"name": "H100 SXM", "tdp_w": 700, "n": 1 << 24, "ms": {"binary": 0.0725, "reduce_all": 0.034},
+        "ops": {"binary": "add", "reduce_all": "sum"}}
 
 
-def throughput(category: str, level: int, platform) -> tuple[float, str]:
-    """Elements per second one kernel launch reaches, and what bounds it."""
-    n_in, n_out = CATEGORY_PORTS[category]
-    ports = n_in + n_out
-    lanes, cus = LEVEL_LANES[level], LEVEL_CUS[level]
-    compute = CLOCK_HZ * lanes / (ports + 1 if level == 1 else 1)  # level 1 runs its phases in turn
-    port = min(CLOCK_HZ * lanes * ELEMENT_BYTES, platform.bank_gbps * 1e9) / ELEMENT_BYTES
-    per_cu, bound = (compute, "compute") if compute <= port else (port, "port width/bank")
-    banks = len(platform.banks)
-    if platform.embedded:  # the HP ports all reach the same PS DDR
-        total = 19.2e9 / (ports * ELEMENT_BYTES)
+def peak_gbps(platform) -> float:
+    """The card's peak memory bandwidth: its banks together (the Zynq's HP ports share one DDR)."""
+    return 19.2 if platform.embedded else len(platform.banks) * platform.bank_gbps
+
+
+def streaming_cus(level: int, platform) -> int:
+    """CUs of a streaming kernel in the default build (site_scons/afpga/variables.py default_cus)."""
+    return 4 if level == 3 else platform.opt4_cus if level == 4 else 1
+
+
+def throughput(category: str, level: int, platform, n: int) -> tuple[float, int, str]:
+    """Elements per second one launch streams, the CUs it uses, and what bounds it."""
+    bundles, streams = CATEGORY_PORTS[category]
+    lanes = LEVEL_LANES[level]
+    if category == "reduce_all":
+        cus = 1  # one row: one CU
     else:
-        total = min(banks, cus * ports) * platform.bank_gbps * 1e9 / (ports * ELEMENT_BYTES)
-    if cus * per_cu > total:
-        return total, "memory banks"
-    return cus * per_cu, bound
+        cus = min(streaming_cus(level, platform), max(1, n // 16384))  # launch.h: >= 16384 elements per CU
+        if category == "reduce":
+            cus = min(cus, REDUCE_ROWS)
+    # Compute: level 1 runs its phases in turn.
+    compute = CLOCK_HZ * lanes / (streams + 1 if level == 1 else 1)
+    port = CLOCK_HZ * lanes * ELEMENT_BYTES  # bytes/s one port moves at most
+    # Which bank each streaming port lands on, and how many stream into each bank.
+    nbanks = len(platform.banks)
+    load = [0] * nbanks
+    cu_banks = []
+    for c in range(cus):
+        banks = [bank_index(0, c * bundles + b, bundles, nbanks) for b in range(streams)]
+        cu_banks.append(banks)
+        for k in banks:
+            load[k] += 1
+    if platform.embedded:  # the HP ports all reach the same PS DDR
+        per_cu_memory = peak_gbps(platform) * 1e9 / (cus * streams * ELEMENT_BYTES)
+        per_cu_port = min(port, platform.bank_gbps * 1e9) / ELEMENT_BYTES
+        memory = min(per_cu_memory, per_cu_port)
+        memory_bound = "memory (PS DDR)" if per_cu_memory < per_cu_port else "HP port"
+    else:
+        # Each CU runs at its slowest port: its bank's bandwidth shared by the ports on it.
+        memory = min(min(port, platform.bank_gbps * 1e9 / load[k]) for banks in cu_banks for k in banks)
+        memory /= ELEMENT_BYTES
+        memory_bound = "memory banks" if memory * ELEMENT_BYTES < port else "port width"
+    if compute <= memory:
+        return cus * compute, cus, "compute"
+    return cus * memory, cus, memory_bound
 
 
 def cpu_seconds(n: int) -> dict[str, float]:
-    """torch's CPU time per category at n elements: from bench_ops' JSON when it has n, else measured."""
-    path = os.path.join(ROOT, "build", "bench", "ops.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            rows = [r for r in json.load(f)["rows"] if r["n"] == n]
-        by_cat: dict[str, list[float]] = {}
-        for r in rows:
-            by_cat.setdefault(r["category"], []).append(r["cpu_s"])
-        if by_cat:
-            return {c: sorted(v)[len(v) // 2] for c, v in by_cat.items()}
+    """torch's CPU time per category at n elements, measured in this run."""
     import torch
 
     a, b, c = torch.rand(n), torch.rand(n), torch.rand(n)
-    return {"unary": median_seconds(lambda: torch.exp(a), 5), "binary": median_seconds(lambda: a + b, 5),
-            "ternary": median_seconds(lambda: torch.addcmul(a, b, c), 5), "reduce": median_seconds(lambda: a.sum(), 5)}
+    rows = a.view(REDUCE_ROWS, -1)
+    return {"unary": median_seconds(lambda: torch.neg(a), 5), "binary": median_seconds(lambda: a + b, 5),
+            "ternary": median_seconds(lambda: torch.addcmul(a, b, c), 5),
+            "reduce": median_seconds(lambda: rows.sum(1), 5), "reduce_all": median_seconds(lambda: a.sum(), 5)}
 
 
 def model(n: int) -> list[dict]:
     cpu = cpu_seconds(n)
     rows = []
-    for category, (n_in, n_out) in CATEGORY_PORTS.items():
-        if category not in cpu:
-            continue
+    for category, (bundles, streams) in CATEGORY_PORTS.items():
         for level in (1, 2, 3, 4):
             for p in PLATFORMS.values():
-                rate, bound = throughput(category, level, p)
-                resident = n / rate + LAUNCH_S
-                moved = n * (n_in + n_out) * ELEMENT_BYTES
+                rate, cus, bound = throughput(category, level, p, n)
+                resident = n / rate + FILL_CYCLES / CLOCK_HZ + LAUNCH_S
+                moved = n * streams * ELEMENT_BYTES  # bytes through the card's memory
+                # With transfers, the same bytes cross the host link (inputs in, outputs out).
                 transfers = resident + (moved / (p.host_link_gbps * 1e9) if p.host_link_gbps else 0.0)
-                rows.append({"category": category, "level": level, "platform": p.alias,
+                gbps = moved / resident / 1e9
+                watts = BOARD_WATTS.get(p.alias)
+                rows.append({"category": category, "level": level, "platform": p.alias, "cus": cus,
                              "gelem_per_s": rate / 1e9, "bound": bound, "device_ms": resident * 1e3,
+                             "gbps": gbps, "peak_gbps": peak_gbps(p), "percent_of_peak": 100 * gbps / peak_gbps(p),
                              "with_transfers_ms": transfers * 1e3, "cpu_ms": cpu[category] * 1e3,
                              "speedup_resident": cpu[category] / resident,
-                             "speedup_with_transfers": cpu[category] / transfers})
+                             "speedup_with_transfers": cpu[category] / transfers,
+                             "board_w": watts, "energy_mj": watts * resident * 1e3 if watts else None,
+                             "cpu_energy_mj": CPU["tdp_w"] * cpu[category] * 1e3})
     return rows
+
+
+def energy_rows(rows: list[dict], n: int) -> list[dict]:
+    """Energy per op at opt=4 beside the CPU's (TDP x its time) and the H100's (TDP x measured time)."""
+    out = []
+    for category in ("binary", "reduce_all"):
+        pts = [r for r in rows if r["category"] == category and r["level"] == 4 and r["board_w"]]
+        for r in pts:
+            out.append({"category": category, "device": r["platform"] + " opt=4", "watts": r["board_w"],
+                        "ms": r["device_ms"], "mj": r["energy_mj"], "kind": "projected"})
+        cpu_ms = pts[0]["cpu_ms"]
+        out.append({"category": category, "device": "this CPU (torch)", "watts": CPU["tdp_w"], "ms": cpu_ms,
+                    "mj": CPU["tdp_w"] * cpu_ms, "kind": "measured time x TDP"})
+        if n == H100["n"]:
+            ms = H100["ms"][category]
+            out.append({"category": category, "device": H100["name"], "watts": H100["tdp_w"], "ms": ms,
+                        "mj": H100["tdp_w"] * ms, "kind": "measured time x TDP"})
+    return out
+
+
+def limits() -> list[list]:
+    """The physical limits the projections sit under."""
+    out = []
+    for p in PLATFORMS.values():
+        kind = "PS DDR4 (HP ports)" if p.embedded else f"{p.banks[0].kind} {len(p.banks)} x {p.bank_gbps:.2f} GB/s"
+        out.append([p.alias, kind, peak_gbps(p), PCIE_GEN3_X16_GBPS if p.host_link_gbps else None,
+                    p.host_link_gbps, p.opt4_cus])
+    return out
 
 
 # --- CNN layers: im2col + GEMM against a direct convolution, and pooling -------------------------
@@ -437,27 +516,70 @@ def main(argv=None) -> int:
         cnn_main(os.path.join(ROOT, "build", "bench", "perf_model_cnn.json"))
         return 0
     rows = model(args.n)
-    print(f"projected for {args.n} float32 elements per op, against this CPU's measured time")
-    print_table(["category", "opt", "platform", "Gelem/s", "bound", "device ms", "+PCIe ms", "cpu ms", "x resident", "x +PCIe"],
-                [[r["category"], r["level"], r["platform"], r["gelem_per_s"], r["bound"], r["device_ms"],
-                  r["with_transfers_ms"], r["cpu_ms"], r["speedup_resident"], r["speedup_with_transfers"]] for r in rows])
+    print("physical limits (data sheets): memory peak and host link per direction")
+    print_table(["platform", "memory", "peak GB/s", "PCIe Gen3 x16 GB/s", "measured GB/s", "opt=4 CUs"], limits())
+    print(f"\nprojected for {args.n} float32 elements per op, against this CPU's measured time")
+    print_table(["category", "opt", "platform", "CUs", "Gelem/s", "GB/s", "% peak", "bound", "device ms", "+PCIe ms",
+                 "cpu ms", "x resident", "x +PCIe"],
+                [[r["category"], r["level"], r["platform"], r["cus"], r["gelem_per_s"], r["gbps"], r["percent_of_peak"],
+                  r["bound"], r["device_ms"], r["with_transfers_ms"], r["cpu_ms"], r["speedup_resident"],
+                  r["speedup_with_transfers"]] for r in rows])
+    energy = energy_rows(rows, args.n)
+    print(f"\nenergy per op at {args.n} float32 (board power or TDP x time; {CPU['tdp_source']}; "
+          f"{H100['name']}: {H100['tdp_w']} W TDP x measured time)")
+    print_table(["op", "device", "W", "ms", "mJ", "how"],
+                [[H100["ops"][e["category"]], e["device"], e["watts"], e["ms"], e["mj"], e["kind"]] for e in energy])
     gemm_rows = gemm_report()
     write_json(args.json, {"benchmark": "perf_model", "machine": machine(), "n": args.n, "clock_hz": CLOCK_HZ,
-                           "launch_s": LAUNCH_S, "rows": rows, "gemm": gemm_rows})
+                           "launch_s": LAUNCH_S, "fill_cycles": FILL_CYCLES, "cpu": CPU, "h100": H100,
+                           "limits": limits(), "rows": rows, "energy": energy, "gemm": gemm_rows})
     plt = pyplot()
     if plt is not None:
-        cats = sorted({r["category"] for r in rows})
-        fig, axes = plt.subplots(1, len(cats), figsize=(4.5 * len(cats), 3.8), squeeze=False, sharey=True)
-        for ax, cat in zip(axes[0], cats):
-            for level in (1, 2, 3, 4):
-                pts = [r for r in rows if r["category"] == cat and r["level"] == level]
-                ax.plot([r["platform"] for r in pts], [r["speedup_resident"] for r in pts], marker="o", label=f"opt={level}")
-            ax.axhline(1.0, color="grey", lw=0.8)
-            ax.set_yscale("log")
-            ax.set_title(f"{cat}: projected speed-up (resident)")
-            ax.legend(fontsize=8)
-        save_plot(fig, "perf_model.png")
+        plot(plt, rows, energy, args.n)
     return 0
+
+
+def plot(plt, rows: list[dict], energy: list[dict], n: int) -> None:
+    """docs/img/perf_model.png: speed-up per level and GB/s (% of peak) at opt=4 beside the limits;
+    docs/img/perf_model_energy.png: energy per op beside the CPU and the H100."""
+    cats = list(CATEGORY_PORTS)
+    platforms = list(dict.fromkeys(r["platform"] for r in rows))
+    fig, axes = plt.subplots(2, len(cats), figsize=(4.2 * len(cats), 7.6), squeeze=False)
+    for ax, cat in zip(axes[0], cats):
+        for level in (1, 2, 3, 4):
+            pts = [r for r in rows if r["category"] == cat and r["level"] == level]
+            ax.plot([r["platform"] for r in pts], [r["speedup_resident"] for r in pts], marker="o", label=f"opt={level}")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_title(f"{cat}: x CPU (resident)", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.legend(fontsize=7)
+    for ax, cat in zip(axes[1], cats):
+        pts = [r for r in rows if r["category"] == cat and r["level"] == 4]
+        ax.bar([r["platform"] for r in pts], [r["gbps"] for r in pts], label="opt=4 projected")
+        ax.scatter([r["platform"] for r in pts], [r["peak_gbps"] for r in pts], color="red", marker="_", s=400,
+                   label="memory peak", zorder=3)
+        for i, r in enumerate(pts):
+            ax.text(i, r["gbps"], f"{r['percent_of_peak']:.0f}%", ha="center", va="bottom", fontsize=7)
+        ax.axhline(PCIE_GEN3_X16_GBPS, color="grey", ls="--", lw=0.8, label="PCIe Gen3 x16 15.75")
+        ax.axhline(PCIE_MEASURED_GBPS, color="grey", ls=":", lw=0.8, label="PCIe measured ~12")
+        ax.set_yscale("log")
+        ax.set_title(f"{cat}: GB/s at opt=4", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    save_plot(fig, "perf_model.png")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, cat in zip(axes, ("binary", "reduce_all")):
+        pts = [e for e in energy if e["category"] == cat]
+        colors = ["tab:blue" if e["kind"] == "projected" else "tab:grey" for e in pts]
+        ax.barh([e["device"] for e in pts], [e["mj"] for e in pts], color=colors)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"mJ per {H100['ops'][cat]} of {n} float32")
+        ax.set_title(f"{H100['ops'][cat]}: energy per op (W x time)", fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    save_plot(fig, "perf_model_energy.png")
 
 
 if __name__ == "__main__":

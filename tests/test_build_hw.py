@@ -93,11 +93,47 @@ def test_hw_emu_on_hbm_runs_emconfigutil_and_spreads_over_pseudo_channels(repo):
     assert link_cmd("hw_emu", U55C, 4, ["v_add_float32", "v_mul_float32"], ["--kernel_frequency", "250"]) in runs
     assert len(runs) == 4
     assert json.loads((repo / out / "emconfig.json").read_text())["Platform"]["Boards"][0]["Name"] == U55C
+    # opt=4 on an HBM card: 32 CUs of each streaming kernel, their 96 ports 3 to every pseudo-channel,
+    # each CU's own ports on three different ones.
     cfg = (repo / out / "connectivity.cfg").read_text().splitlines()
-    assert cfg[2:] == ["[connectivity]", "nk=v_add_float32:1:v_add_float32_1", "nk=v_mul_float32:1:v_mul_float32_1",
-                       "sp=v_add_float32_1.in1:HBM[0]", "sp=v_add_float32_1.in2:HBM[1]",
-                       "sp=v_add_float32_1.out:HBM[2]", "sp=v_mul_float32_1.in1:HBM[3]",
-                       "sp=v_mul_float32_1.in2:HBM[4]", "sp=v_mul_float32_1.out:HBM[5]"]
+    assert [line for line in cfg if line.startswith("nk=")] == [
+        f"nk={k}:32:" + ".".join(f"{k}_{i}" for i in range(1, 33)) for k in ("v_add_float32", "v_mul_float32")]
+    sp = dict(line[3:].split(":") for line in cfg if line.startswith("sp="))
+    for k in ("v_add_float32", "v_mul_float32"):
+        banks = [sp[f"{k}_{i}.{a}"] for i in range(1, 33) for a in ("in1", "in2", "out")]
+        assert sorted(banks) == sorted(f"HBM[{b}]" for b in range(32) for _ in range(3))
+        assert all(len(set(banks[3 * c:3 * c + 3])) == 3 for c in range(32))
+
+
+def test_default_cus_at_opt4_per_card_and_category(repo):
+    """A DDR card: the streaming kernels (binary) get 4 CUs, one per bank for each of their ports;
+    the others (here `pair`) keep one; cus= gives every kernel its count."""
+    dry = ok(scons(repo, "-n", "target=hw", "platform=u250", "xclbin"))
+    assert f"build/hw/{U250}/opt4/torch.xclbin" in dry
+    ok(scons(repo, "target=hw", "platform=u250", "xclbin"))
+    cfg = (repo / f"build/hw/{U250}/opt4/connectivity.cfg").read_text().splitlines()
+    nk = {line.split(":")[0][3:]: int(line.split(":")[1]) for line in cfg if line.startswith("nk=")}
+    assert nk == {"v_add_float32": 4, "v_maximum_float32": 1, "v_mul_float32": 4}
+    sp = dict(line[3:].split(":") for line in cfg if line.startswith("sp="))
+    for arg in ("in1", "in2", "out"):
+        assert sorted(sp[f"v_add_float32_{i}.{arg}"] for i in range(1, 5)) == [f"DDR[{b}]" for b in range(4)]
+    ok(scons(repo, "target=hw", "platform=u250", "cus=2", "xclbin"))
+    cfg = (repo / f"build/hw/{U250}/opt4/connectivity.cfg").read_text().splitlines()
+    assert sorted(int(line.split(":")[1]) for line in cfg if line.startswith("nk=")) == [2, 2, 2]
+
+
+@pytest.mark.parametrize("bundles,banks,cus", [(2, 4, 4), (2, 32, 32), (3, 32, 32), (4, 4, 4), (1, 32, 32), (2, 4, 8)])
+def test_every_bundle_of_a_kernel_reaches_every_bank(bundles, banks, cus):
+    """A reduction's input (bundle 0 of 2) lands on every bank, not on every other one; each CU's
+    ports on different banks."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site_scons"))
+    from afpga.connectivity import bank_index
+
+    for start in (0, 5):
+        ports = [[bank_index(start, c * bundles + b, bundles, banks) for b in range(bundles)] for c in range(cus)]
+        for b in range(bundles):
+            assert sorted(p[b] for p in ports) == sorted(list(range(banks)) * (cus // banks))
+        assert all(len(set(p)) == bundles for p in ports)
 
 
 def test_embedded_platform_packages_with_the_common_image(repo):
@@ -111,8 +147,8 @@ def test_embedded_platform_packages_with_the_common_image(repo):
                         "--package.boot_mode", "sd", "--package.sd_file", f"{out}/torch.xclbin",
                         "--package.sd_file", f"{out}/emconfig.json", f"{out}/torch.xclbin"]
     assert (repo / out / "package/sd_card.img").exists()
-    assert (repo / out / "connectivity.cfg").read_text().splitlines()[-3:] == [
-        "sp=v_mul_float32_1.in1:HP0", "sp=v_mul_float32_1.in2:HP1", "sp=v_mul_float32_1.out:HP2"]
+    assert (repo / out / "connectivity.cfg").read_text().splitlines()[-3:] == [  # 4 CUs over the 4 HP ports
+        "sp=v_mul_float32_4.in1:HP1", "sp=v_mul_float32_4.in2:HP2", "sp=v_mul_float32_4.out:HP3"]
 
 
 def test_incremental(repo):

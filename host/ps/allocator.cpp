@@ -1,5 +1,6 @@
 #include "allocator.h"
 
+#include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -18,49 +19,153 @@ const bool kSanitize = [] {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }();
 
+bool ByteRanges::overlaps(size_t b, size_t e) const {
+  for (const Range& r : ranges_) {
+    if (r.begin >= e) break;
+    if (r.end > b) return true;
+  }
+  return false;
+}
+
+void ByteRanges::add(size_t b, size_t e) {
+  if (b >= e) return;
+  // The ranges that meet or touch [b, e) merge with it into one.
+  auto* first = std::find_if(ranges_.begin(), ranges_.end(), [&](const Range& r) { return r.end >= b; });
+  auto* last = std::find_if(first, ranges_.end(), [&](const Range& r) { return r.begin > e; });
+  if (first == last) {
+    ranges_.insert(first, Range{b, e});
+    return;
+  }
+  first->begin = std::min(first->begin, b);
+  first->end = std::max((last - 1)->end, e);
+  ranges_.erase(first + 1, last);
+}
+
+void ByteRanges::subtract(size_t b, size_t e) {
+  if (b >= e) return;
+  for (size_t i = 0; i < ranges_.size();) {
+    Range& r = ranges_[i];
+    if (r.begin >= e) break;
+    if (r.end <= b) {
+      ++i;
+    } else if (r.begin < b && r.end > e) {  // [b, e) splits r in two
+      const Range tail{e, r.end};
+      r.end = b;
+      ranges_.insert(ranges_.begin() + i + 1, tail);
+      break;
+    } else if (r.begin < b) {
+      r.end = b;
+      ++i;
+    } else if (r.end > e) {
+      r.begin = e;
+      break;
+    } else {
+      ranges_.erase(ranges_.begin() + i);
+    }
+  }
+}
+
 namespace {
-// Poison the side of `a` that just became stale (callers hold a->mu and checked kSanitize).
-void poison_host(Allocation* a) { fill_repeating(a->buffer->host, a->requested, kPoison); }
-void poison_device(Allocation* a) { a->device->poison(*a->buffer, a->requested, kPoison); }
+
+// A mark never leaves more ranges than this on one side: beyond, the gaps between them are made
+// current on that side and joined (few ranges keep each coherence step cheap).
+constexpr size_t kMaxRanges = 32;
+
+// Poison bytes [offset, offset + n) of the side at `base`, the pattern in phase with the
+// allocation's start (callers hold a->mu and checked kSanitize).
+void poison_range(void* base, size_t offset, size_t n) {
+  const unsigned shift = 8 * (offset % 8);
+  const uint64_t phased = shift == 0 ? kPoison : (kPoison >> shift) | (kPoison << (64 - shift));
+  fill_repeating(static_cast<char*>(base) + offset, n, phased);
+}
+void poison_host(Allocation* a, size_t offset, size_t n) { poison_range(a->buffer->host, offset, n); }
+// Where the host cannot reach device memory (a card), the device side is not poisoned.
+void poison_device(Allocation* a, size_t offset, size_t n) {
+  if (void* device = a->device->device_address(*a->buffer)) poison_range(device, offset, n);
+}
+
+// [offset, offset + n) rounded out to whole port words, within the allocation.
+std::pair<size_t, size_t> word_span(const Allocation* a, size_t offset, size_t n) {
+  const size_t b = std::min(offset / kWordBytes * kWordBytes, a->requested);
+  const size_t e = std::min((offset + n + kWordBytes - 1) / kWordBytes * kWordBytes, a->requested);
+  return {b, e};
+}
+
+// Move the bytes of [b, e) that `stale` lists to that side, and forget them there. Returns the
+// bytes moved. Callers hold a->mu.
+size_t sync_locked(Allocation* a, ByteRanges& stale, bool to_device, size_t b, size_t e) {
+  if (stale.empty() || !stale.overlaps(b, e)) return 0;
+  size_t moved = 0;
+  for (const ByteRanges::Range& r : stale) {
+    if (r.begin >= e) break;
+    const size_t lo = std::max(r.begin, b), hi = std::min(r.end, e);
+    if (lo >= hi) continue;
+    if (to_device) {
+      a->device->to_device(*a->buffer, lo, hi - lo);
+    } else {
+      a->device->to_host(*a->buffer, lo, hi - lo);
+    }
+    moved += hi - lo;
+  }
+  stale.subtract(b, e);
+  return moved;
+}
+
+void sync_range(Allocation* a, bool to_device, size_t offset, size_t n) {
+  if (a == nullptr) return;
+  size_t moved;
+  {
+    std::lock_guard<std::mutex> g(a->mu);
+    const auto [b, e] = word_span(a, offset, n);
+    moved = sync_locked(a, to_device ? a->device_stale : a->host_stale, to_device, b, e);
+  }
+  if (moved != 0) record_sync(to_device, static_cast<int64_t>(moved));
+}
+
+// Bytes [offset, offset + n) were written on the device (or on the host): they are current there
+// alone. Moves bytes only to join too many ranges (kMaxRanges).
+void mark_range(Allocation* a, bool device_written, size_t offset, size_t n) {
+  if (a == nullptr) return;
+  size_t moved = 0;
+  {
+    std::lock_guard<std::mutex> g(a->mu);
+    const size_t b = std::min(offset, a->requested), e = std::min(offset + n, a->requested);
+    ByteRanges& written = device_written ? a->device_stale : a->host_stale;  // where it is no longer stale
+    ByteRanges& stale = device_written ? a->host_stale : a->device_stale;    // now stale on the other side
+    written.subtract(b, e);
+    stale.add(b, e);
+    if (kSanitize) (device_written ? poison_host : poison_device)(a, b, e - b);
+    if (stale.size() > kMaxRanges) {
+      // Join: make the gaps current on the written side, then the whole span is newer there.
+      const size_t lo = stale.front().begin, hi = stale.back().end;
+      moved = sync_locked(a, written, device_written, lo, hi);
+      stale.clear();
+      stale.add(lo, hi);
+      if (kSanitize) (device_written ? poison_host : poison_device)(a, lo, hi - lo);
+    }
+  }
+  if (moved != 0) record_sync(device_written, static_cast<int64_t>(moved));
+}
+
 }  // namespace
 
 Allocation* allocation_of(const at::TensorBase& t) {
   return static_cast<Allocation*>(t.storage().data_ptr().get_context());
 }
 
-void sync_to_device(Allocation* a) {
-  if (a == nullptr) return;
-  std::lock_guard<std::mutex> g(a->mu);
-  if (a->valid == Allocation::Valid::Host) {
-    a->device->to_device(*a->buffer, 0, a->requested);
-    a->valid = Allocation::Valid::Both;
-    record_sync(/*to_device=*/true, static_cast<int64_t>(a->requested));
-  }
+std::pair<size_t, size_t> byte_span(const at::TensorBase& t) {
+  return {byte_offset(t), at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size())};
 }
 
-void sync_to_host(Allocation* a) {
-  if (a == nullptr) return;
-  std::lock_guard<std::mutex> g(a->mu);
-  if (a->valid == Allocation::Valid::Device) {
-    a->device->to_host(*a->buffer, 0, a->requested);
-    a->valid = Allocation::Valid::Both;
-    record_sync(/*to_device=*/false, static_cast<int64_t>(a->requested));
-  }
-}
+void sync_to_device(Allocation* a, size_t offset, size_t n) { sync_range(a, true, offset, n); }
+void sync_to_host(Allocation* a, size_t offset, size_t n) { sync_range(a, false, offset, n); }
+void sync_to_device(Allocation* a) { sync_range(a, true, 0, SIZE_MAX / 2); }
+void sync_to_host(Allocation* a) { sync_range(a, false, 0, SIZE_MAX / 2); }
 
-void mark_device_written(Allocation* a) {
-  if (a == nullptr) return;
-  std::lock_guard<std::mutex> g(a->mu);
-  a->valid = Allocation::Valid::Device;
-  if (kSanitize) poison_host(a);
-}
-
-void mark_host_written(Allocation* a) {
-  if (a == nullptr) return;
-  std::lock_guard<std::mutex> g(a->mu);
-  a->valid = Allocation::Valid::Host;
-  if (kSanitize) poison_device(a);
-}
+void mark_device_written(Allocation* a, size_t offset, size_t n) { mark_range(a, true, offset, n); }
+void mark_host_written(Allocation* a, size_t offset, size_t n) { mark_range(a, false, offset, n); }
+void mark_device_written(Allocation* a) { mark_range(a, true, 0, SIZE_MAX / 2); }
+void mark_host_written(Allocation* a) { mark_range(a, false, 0, SIZE_MAX / 2); }
 
 void prepare_device_write(Allocation* a, size_t offset, size_t n) {
   if (a == nullptr) return;
@@ -68,28 +173,23 @@ void prepare_device_write(Allocation* a, size_t offset, size_t n) {
   sync_to_device(a);
 }
 
-void prepare_host_write(Allocation* a, size_t offset, size_t n) {
-  if (a == nullptr) return;
-  if (offset == 0 && n >= a->requested) return;
-  sync_to_host(a);
-}
-
 void copy_valid_bytes(Allocation* dst, size_t dst_offset, Allocation* src, size_t src_offset, size_t n) {
   TORCH_INTERNAL_ASSERT(dst->device == src->device);
-  Allocation::Valid side;
+  bool on_host;
   {
     std::lock_guard<std::mutex> g(src->mu);
-    side = src->valid;
+    // On the host only when the device copy is stale somewhere in the range and the shadow nowhere.
+    on_host = src->device_stale.overlaps(src_offset, src_offset + n) &&
+              !src->host_stale.overlaps(src_offset, src_offset + n);
   }
-  if (side == Allocation::Valid::Host) {
-    prepare_host_write(dst, dst_offset, n);
+  if (on_host) {
     std::memcpy(static_cast<char*>(dst->buffer->host) + dst_offset,
                 static_cast<char*>(src->buffer->host) + src_offset, n);
-    mark_host_written(dst);
+    mark_host_written(dst, dst_offset, n);
   } else {
-    prepare_device_write(dst, dst_offset, n);
+    sync_to_device(src, src_offset, n);
     dst->device->copy_on_device(*dst->buffer, dst_offset, *src->buffer, src_offset, n);
-    mark_device_written(dst);
+    mark_device_written(dst, dst_offset, n);
   }
 }
 
@@ -255,10 +355,11 @@ class FpgaAllocator final : public c10::Allocator {
       a->device_index = index;
     }
     a->requested = nbytes;
-    a->valid = Allocation::Valid::Both;  // neither side holds anything yet
+    a->host_stale.clear();  // neither side holds anything yet
+    a->device_stale.clear();
     if (kSanitize) {  // nor does either side hold what an earlier tensor left in the block
-      fill_repeating(a->buffer->host, a->buffer->bytes, kPoison);
-      a->device->poison(*a->buffer, a->buffer->bytes, kPoison);
+      poison_host(a, 0, a->buffer->bytes);
+      poison_device(a, 0, a->buffer->bytes);
     }
     c.on_allocated(a, fresh);
     return {a->buffer->host, a, &give_back, dev};

@@ -1,7 +1,8 @@
-// Device memory for tensors: a caching allocator per device, and per-allocation coherence between
-// the host shadow and the device copy. A tensor's data_ptr is its buffer's host shadow; the
-// Allocation (the DataPtr's context) records which side holds the valid bytes, so each side is
-// synced only when the other is newer.
+// Device memory for tensors: a caching allocator per device, and coherence between the host
+// shadow and the device copy of each allocation, tracked per byte range. A tensor's data_ptr is
+// its buffer's host shadow; the Allocation (the DataPtr's context) records which byte ranges are
+// newer on one side, so a sync moves only the stale bytes a reader asks for (`.cpu()` of one
+// element of a large tensor moves one port word, not the allocation).
 //
 // Freed blocks are kept per device in free lists by size class (512-byte steps up to 1 MiB, then
 // 2 MiB steps) and handed out again for the same class, so a training loop stops allocating
@@ -12,19 +13,45 @@
 #include <ATen/core/TensorBase.h>
 #include <c10/core/Allocator.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <mutex>
 
 #include "device.h"
 
 namespace aten_fpga {
 
+// Disjoint, sorted, non-adjacent byte ranges [begin, end).
+class ByteRanges {
+ public:
+  struct Range {
+    size_t begin, end;
+  };
+  bool empty() const { return ranges_.empty(); }
+  size_t size() const { return ranges_.size(); }
+  const Range* begin() const { return ranges_.begin(); }
+  const Range* end() const { return ranges_.end(); }
+  const Range& front() const { return ranges_.front(); }
+  const Range& back() const { return ranges_.back(); }
+  void clear() { ranges_.clear(); }
+  // Does any range meet [b, e)?
+  bool overlaps(size_t b, size_t e) const;
+  void add(size_t b, size_t e);       // union with [b, e)
+  void subtract(size_t b, size_t e);  // difference with [b, e)
+
+ private:
+  c10::SmallVector<Range, 2> ranges_;
+};
+
+// A byte of an allocation is current on both sides, or newer on one: `host_stale` holds the
+// ranges the device copy alone holds (a kernel wrote them), `device_stale` those the host shadow
+// alone holds (a CPU write). The two never overlap; both empty means everything agrees.
 struct Allocation {
-  enum class Valid : uint8_t { Both, Host, Device };
   std::unique_ptr<Buffer> buffer;  // buffer->bytes is the block's size class
   Device* device;
   int device_index;
   size_t requested;  // bytes asked for; the block may be larger
-  Valid valid = Valid::Both;
+  ByteRanges host_stale, device_stale;
   std::mutex mu;
 };
 
@@ -32,33 +59,43 @@ struct Allocation {
 Allocation* allocation_of(const at::TensorBase& t);
 // Where a tensor's first element sits in its allocation, in bytes.
 inline size_t byte_offset(const at::TensorBase& t) { return t.storage_offset() * t.element_size(); }
+// The bytes [offset, offset + extent) of its allocation that a tensor (a view) may touch.
+std::pair<size_t, size_t> byte_span(const at::TensorBase& t);
 
-// The coherence sanitizer, ATEN_FPGA_SANITIZE=1 (read once at startup): while one side of an
-// allocation is newer, the other holds kPoison, so code that reads a side without syncing it first
-// computes with NaNs (or, for integers, a fixed byte pattern) instead of stale values that may look
-// right. The host shadow is poisoned while the device copy is newer; on the emulator the device copy
-// too while the host shadow is newer, and both sides of a new allocation. Off, it costs one test of a
-// constant bool per coherence transition.
+// The coherence sanitizer, ATEN_FPGA_SANITIZE=1 (read once at startup): while a byte range of an
+// allocation is newer on one side, the other side holds kPoison there (the pattern repeated from the
+// allocation's start), so code that reads a side without syncing it first computes with NaNs (or,
+// for integers, a fixed byte pattern) instead of stale values that may look right. The host shadow
+// is poisoned where the device copy is newer; on the emulator the device copy too where the host
+// shadow is newer, and both sides of a new allocation. Off, it costs one test of a constant bool per
+// coherence transition.
 extern const bool kSanitize;
 // Read as float64 a signalling NaN; as float32 alternately a signalling and a quiet NaN; as bfloat16
 // and float16 NaNs (no 16-bit pattern can be a signalling NaN of both and of float64 at once).
 constexpr uint64_t kPoison = 0x7FF47FA07FA07FA0ull;
 
-// Make the device copy current (host -> device if the host is newer).
+// Make bytes [offset, offset + n) current on one side, moving only the stale ones (rounded out to
+// whole 64-byte port words, which a vectorized kernel reads). Without a range: the whole
+// allocation.
+void sync_to_device(Allocation* a, size_t offset, size_t n);
+void sync_to_host(Allocation* a, size_t offset, size_t n);
 void sync_to_device(Allocation* a);
-// Make the host shadow current (device -> host if the device is newer).
 void sync_to_host(Allocation* a);
-// After writing: the side that was written becomes the only valid one.
+// After writing every byte of [offset, offset + n) on one side: that side alone holds them; the
+// rest keep their state. A write with gaps (a strided view) syncs its span to the side it writes
+// first and marks the span. Without a range: the whole allocation (after prepare_*_write).
+void mark_device_written(Allocation* a, size_t offset, size_t n);
+void mark_host_written(Allocation* a, size_t offset, size_t n);
 void mark_device_written(Allocation* a);
 void mark_host_written(Allocation* a);
 
-// Prepare to write bytes [offset, offset + n) of `a` on one side: a write that covers the whole
-// allocation needs no sync first, a partial one must not lose the rest of the bytes.
+// For drivers that mark the whole allocation written after writing bytes [offset, offset + n) on the
+// device: a write that covers the whole allocation needs no sync first, a partial one makes the
+// rest current on the device.
 void prepare_device_write(Allocation* a, size_t offset, size_t n);
-void prepare_host_write(Allocation* a, size_t offset, size_t n);
 
-// Copy n bytes from `src` to `dst` (allocations on the same device) on the side where `src` is
-// valid: device to device when the device copy is current, else host to host.
+// Copy n bytes from `src` to `dst` (allocations on the same device) on the side where those bytes
+// of `src` are current: device to device unless only the host shadow holds some of them.
 void copy_valid_bytes(Allocation* dst, size_t dst_offset, Allocation* src, size_t src_offset, size_t n);
 
 c10::Allocator* fpga_allocator();

@@ -15,27 +15,27 @@
 namespace aten_fpga {
 namespace {
 
-// Bytes [offset, offset + extent) of the allocation that a view may touch.
-std::pair<size_t, size_t> byte_span(const at::Tensor& t) {
-  const size_t offset = t.storage_offset() * t.element_size();
-  return {offset, at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size())};
+// Syncs only the bytes a view spans: `.cpu()` of x[i] moves a port word, not x's allocation.
+void sync_span_to_host(const at::Tensor& t) {
+  const auto [off, n] = byte_span(t);
+  sync_to_host(allocation_of(t), off, n);
 }
 
 void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) {
   Allocation* d = allocation_of(dst);
-  auto [off, n] = byte_span(dst);
+  const auto [off, n] = byte_span(dst);
   // A destination with gaps (a diagonal, a strided slice) does not overwrite its span: the bytes
   // between its elements must be current on the host before it is written there.
-  prepare_host_write(d, off, dst.is_non_overlapping_and_dense() ? n : 0);
+  if (!dst.is_non_overlapping_and_dense()) sync_to_host(d, off, n);
   host_alias(dst).copy_(cpu_src);
-  mark_host_written(d);
+  mark_host_written(d, off, n);
 }
 
 void copy_fpga_to_fpga(const at::Tensor& src, const at::Tensor& dst) {
   try {
     device_copy(dst, src);
   } catch (const KernelUnavailable&) {
-    sync_to_host(allocation_of(src));
+    sync_span_to_host(src);
     copy_into_fpga_from_host(dst, host_alias(src));
   }
 }
@@ -49,7 +49,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   const bool src_fpga = self.is_privateuseone();
   const bool dst_fpga = dst.is_privateuseone();
   if (src_fpga && !dst_fpga) {
-    sync_to_host(allocation_of(self));
+    sync_span_to_host(self);
     dst.copy_(host_alias(self));
   } else if (!src_fpga && dst_fpga) {
     copy_into_fpga_from_host(dst, self);
@@ -68,7 +68,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   static OpStats& stats = op_stats("_local_scalar_dense");
   OpScope scope(stats);
-  sync_to_host(allocation_of(self));
+  sync_span_to_host(self);
   return at::_local_scalar_dense(host_alias(self));
 }
 

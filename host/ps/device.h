@@ -84,12 +84,9 @@ class Device {
   // card); the host shadows are untouched.
   virtual void copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) = 0;
   // The device copy's address in this process, where the device memory is addressable (the
-  // emulator); nullptr otherwise. Device-side copies use it as the device's data mover.
+  // emulator); nullptr otherwise. Device-side copies use it as the device's data mover, and the
+  // coherence sanitizer to poison a stale device copy.
   virtual void* device_address(Buffer& b) = 0;
-  // Fill the device copy's first n bytes with a repeating 8-byte pattern (low byte first). The
-  // coherence sanitizer poisons a stale device copy with it; where the host cannot reach device
-  // memory (a card) it does nothing.
-  virtual void poison(Buffer& /*b*/, size_t /*n*/, uint64_t /*pattern*/) {}
 
   // The image (xclbin or emulated image) and its kernels.
   virtual void load_image(const std::string& path) = 0;

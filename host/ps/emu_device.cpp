@@ -75,10 +75,6 @@ void EmuDevice::copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size
 
 void* EmuDevice::device_address(Buffer& b) { return static_cast<EmuBuffer&>(b).device; }
 
-void EmuDevice::poison(Buffer& b, size_t n, uint64_t pattern) {
-  fill_repeating(static_cast<EmuBuffer&>(b).device, n, pattern);
-}
-
 namespace {
 // Both take a path that contains a '/'.
 std::string folder_of(const std::string& path) { return path.substr(0, path.find_last_of('/') + 1); }

@@ -26,7 +26,6 @@ class EmuDevice final : public Device {
   void to_host(Buffer& b, size_t offset, size_t n) override;
   void copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) override;
   void* device_address(Buffer& b) override;
-  void poison(Buffer& b, size_t n, uint64_t pattern) override;
 
   void load_image(const std::string& path) override;
   const std::string& image_path() const override { return image_path_; }

@@ -124,16 +124,14 @@ std::vector<Dim> plan(const at::Tensor& src, const at::Tensor& dst, int keep) {
 void run_copy(const KernelRef& ref, c10::ArrayRef<c10::Scalar> scalars, const at::Tensor& dst, const at::Tensor& src,
               int keep) {
   c10::DeviceGuard guard(dst.device());
-  Allocation* in = allocation_of(src);
-  Allocation* out = allocation_of(dst);
-  sync_to_device(in);
+  const auto [in_off, in_n] = byte_span(src);
+  sync_to_device(allocation_of(src), in_off, in_n);
   // A destination with gaps (a diagonal) does not overwrite its span: the rest must be current.
-  prepare_device_write(out, byte_offset(dst),
-                       dst.is_non_overlapping_and_dense()
-                           ? at::detail::computeStorageNbytes(dst.sizes(), dst.strides(), dst.element_size())
-                           : 0);
+  Allocation* out = allocation_of(dst);
+  const auto [out_off, out_n] = byte_span(dst);
+  if (!dst.is_non_overlapping_and_dense()) sync_to_device(out, out_off, out_n);
   launch(ref, scalars, src, dst, plan(src, dst, keep), 0, 0);
-  mark_device_written(out);
+  mark_device_written(out, out_off, out_n);
 }
 
 // Throws KernelUnavailable unless the image has `ref` for dst's dtype (before any side effect).

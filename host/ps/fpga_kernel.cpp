@@ -249,8 +249,8 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
     const int word = std::max<int>(info.args[p].bytes, iter.element_size(arg));
     ports[p] = arg < nout ? output_port(iter, arg, pdtype, word) : input_port(iter, arg, pdtype, word);
   }
-  for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc);
-  for (int p = nt - nout; p < nt; ++p) prepare_device_write(ports[p].alloc, ports[p].offset, n * elsize[p]);
+  // Only the bytes the kernel reads move; an output's other bytes keep their state.
+  for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc, ports[p].offset, n * elsize[p]);
   c10::SmallVector<c10::Scalar, 4> values;
   for (size_t s = 0; s < scalars.size(); ++s) values.push_back(scalar_or_default(kernel, scalars, s, dtype));
 
@@ -266,7 +266,7 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   launch.run();
 
   for (int p = nt - nout; p < nt; ++p) {
-    mark_device_written(ports[p].alloc);
+    mark_device_written(ports[p].alloc, ports[p].offset, n * elsize[p]);
     if (ports[p].tensor.defined()) {
       const int arg = p - (nt - nout);
       iter_view(iter, arg).copy_(ports[p].tensor);  // on the device: scatter and cast back

@@ -6,11 +6,15 @@ CONNECTIVITY/MEM_TOPOLOGY, and the build report, so all three always agree.
 Banks are assigned round-robin over every (kernel, CU, m_axi bundle) in order: the ports of one
 CU land on different banks (their bursts do not contend) and successive CUs and kernels start
 where the previous ones stopped, so a DDR card's 4 banks or an HBM card's 32 pseudo-channels are
-used evenly. Arguments that share a bundle share its port, hence its bank.
+used evenly. Where a kernel's bundles and the banks share a factor (a reduction's 2 ports over 4
+banks), plain round-robin would put one bundle of every CU on the same half of the banks, so the
+count steps one bank further each time it has gone round both: every bundle (a reduction's input)
+then reaches every bank. Arguments that share a bundle share its port, hence its bank.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import lcm
 
 from . import xclbin
 from .hls_interface import TopFunction
@@ -29,17 +33,26 @@ def cu_names(kernel: str, count: int) -> tuple[str, ...]:
     return tuple(f"{kernel}_{i}" for i in range(1, count + 1))
 
 
-def plan(tops: list[TopFunction], cus: int, platform: Platform) -> LinkPlan:
-    kernels = tuple((t, cu_names(t.name, cus)) for t in sorted(tops, key=lambda t: t.name))
-    banks, n = {}, 0
+def bank_index(start: int, port: int, bundles: int, banks: int) -> int:
+    """The bank of a kernel's `port`-th port (CU-major: CU c's bundle b is port c * bundles + b)
+    when its first port goes to bank `start`. bench/perf_model.py models the same assignment."""
+    return (start + port + port // lcm(bundles, banks)) % banks
+
+
+def plan(tops: list[TopFunction], cus: dict[str, int], platform: Platform) -> LinkPlan:
+    """`cus`: each kernel's compute units, by name (Config.kernel_cus)."""
+    kernels = tuple((t, cu_names(t.name, cus[t.name])) for t in sorted(tops, key=lambda t: t.name))
+    banks, start, count = {}, 0, len(platform.banks)
     for top, names in kernels:
+        port = 0
         for cu in names:
             for bundle in top.bundles:
-                tag = platform.banks[n % len(platform.banks)].tag
-                n += 1
+                tag = platform.banks[bank_index(start, port, len(top.bundles), count)].tag
+                port += 1
                 for a in top.args:
                     if a.pointer and a.bundle == bundle:
                         banks[(cu, a.name)] = tag
+        start += port
     return LinkPlan(platform, kernels, banks)
 
 

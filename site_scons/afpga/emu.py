@@ -57,7 +57,8 @@ def build(env, cfg, gen, steps) -> list:
     library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
     steps.track(emu, library, f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
 
-    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name, "library": LIBRARY,
+    params = env.Value(json.dumps({"cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
+                                   "platform": cfg.platform.name, "library": LIBRARY,
                                    "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
     image = env.Command(f"{out}/torch.xclbin", [gen.interface, params], Action(write_xclbin, "write $TARGET"))
     env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input

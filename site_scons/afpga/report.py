@@ -19,6 +19,7 @@ def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> s
     return json.dumps({
         "target": cfg.target, "platform": cfg.platform.name, "card": cfg.platform.card,
         "memory": cfg.platform.memory, "opt": cfg.opt, "cus": cfg.cus,
+        "kernel_cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
         "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
                     for k in gen.kernels],
         "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,
@@ -39,7 +40,7 @@ def write(target, source, env):
 
     p = json.loads(source[-1].read())
     tops = {t.name: t for t in hls_interface.load(p["interface"], [k["name"] for k in p["kernels"]])}
-    plan = connectivity.plan(list(tops.values()), p["cus"], PLATFORMS[p["platform"]])
+    plan = connectivity.plan(list(tops.values()), p["kernel_cus"], PLATFORMS[p["platform"]])
     banks = connectivity.bank_map(plan)
     try:
         with open(p["history"], encoding="utf-8") as f:
@@ -72,7 +73,7 @@ def write(target, source, env):
 def markdown(d: dict) -> str:
     lines = [f"# torch.xclbin: target={d['target']}, opt={d['opt']} ({d['level']})", "",
              f"Platform `{d['platform']['name']}` ({d['platform']['card']}, {d['platform']['memory']}); "
-             f"{d['cus_per_kernel']} CU(s) per kernel.", "", "Outputs: " + ", ".join(f"`{o}`" for o in d["outputs"]),
+             f"{d['cus_per_kernel']} CU(s) per kernel (each kernel's below).", "", "Outputs: " + ", ".join(f"`{o}`" for o in d["outputs"]),
              "", "## Kernels", "", "| kernel | category | dtype | CUs | arguments |", "|---|---|---|---|---|"]
     for k in d["kernels"]:
         args = ", ".join(f"{a['name']}: {a['type']}" for a in k["args"])

@@ -17,9 +17,19 @@ TARGETS = ("emu", "sw_emu", "hw_emu", "hw")
 MAX_CUS = 64
 
 
-def default_cus(opt: int) -> int:
-    """XCL_OPT 3 is the multi-CU level; every other level has one CU unless cus= says otherwise."""
-    return 4 if opt == 3 else 1
+# Categories whose kernels stream their operands once (memory bound at XCL_OPT 4): on a card they
+# get Platform.opt4_cus CUs by default; the compute-bound ones (gemm, fft, ...) keep one, sized to
+# the card's DSPs.
+STREAMING = frozenset({"unary", "binary", "ternary", "pointwise", "reduce", "copy", "fill"})
+
+
+def default_cus(opt: int, platform: Platform, target: str) -> int:
+    """XCL_OPT 3 is the multi-CU level; XCL_OPT 4 on a card gives the streaming kernels as many CUs
+    as the card needs to keep its banks busy (Platform.opt4_cus); every other level, and the
+    emulated image (its CUs are host threads), has one CU unless cus= says otherwise."""
+    if opt == 3:
+        return 4
+    return platform.opt4_cus if opt == 4 and target != "emu" else 1
 
 
 @dataclass(frozen=True)
@@ -34,7 +44,15 @@ class Config:
     common_image: str  # embedded platforms: the folder with rootfs.ext4 and Image
     cache: str  # CacheDir for .xo files; "" disables it
     gemm_pe: tuple[int, int]  # the GEMM kernel's PE array at XCL_OPT 4: PM x PN
+    cus_given: bool  # cus= was set: every kernel gets `cus` CUs
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
+
+    def kernel_cus(self, category: str) -> int:
+        """CUs of one kernel of `category`: `cus`, but one for a compute-bound kernel at a card's
+        XCL_OPT 4 default."""
+        if self.cus_given or self.opt != 4 or category in STREAMING:
+            return self.cus
+        return 1
 
     @property
     def hardware(self) -> bool:
@@ -90,7 +108,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v.Add(EnumVariable("platform", "the card (name or alias):\n" + platforms.describe() + "\n   ",
                        platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
                        map=platforms.ALIASES))
-    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3, else 1)", "",
+    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3; at opt=4 for a card, streaming "
+                 f"kernels get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.opt4_cus}" for p in platforms.PLATFORMS.values())
+                 + "; else 1)", "",
           _whole(1, MAX_CUS))
     v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
           _whole(50, 1000))
@@ -116,7 +136,7 @@ def config(env) -> Config:
                         f"(rootfs.ext4, Image). Give common_image=<folder> or set EDGE_COMMON_SW.")
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
-                  int(env["cus"]) if env["cus"] else default_cus(opt),
+                  int(env["cus"]) if env["cus"] else default_cus(opt, platform, target),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
                   tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform)).split("x")),
-                  env["fused"])
+                  bool(env["cus"]), env["fused"])

@@ -102,8 +102,9 @@ def build(env, cfg, gen, steps) -> list:
         steps.track(env, xo, f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
         xos.append(str(xo[0]))
 
-    params = env.Value(json.dumps({"cus": cfg.cus, "platform": cfg.platform.name,
-                                   "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
+    params = env.Value(json.dumps({"cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
+                                   "platform": cfg.platform.name, "kernels": [k.name for k in gen.kernels]},
+                                  sort_keys=True))
     config = env.Command(p["config"], [gen.interface, params],
                          Action(write_config, "write $TARGET"))
     env.Depends(config, env.Glob("#site_scons/afpga/*.py"))  # the generator's own code is an input

@@ -37,10 +37,12 @@ def build(env, cfg, gen, steps) -> list:
         # g++ would accept `if constexpr`, inline variables and fold expressions in C++14 mode with
         # a mere warning; this makes a kernel that is not C++14 fail the build.
         # -ffp-contract=off: g++ must not fuse a*b+c where the kernel (and ATen) rounds twice.
+        # -fno-trapping-math: no kernel reads the floating-point exception flags, so g++ may compute
+        # both sides of a select (a NaN or range check) and vectorize the lane loop; values are unchanged.
         # -fno-gnu-unique: the kernel registry is an inline function's static; as a GNU unique
         # symbol the loader would share one registry among all images loaded side by side.
         CXXFLAGS=["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-march=native",
-                  "-ffp-contract=off", "-fno-gnu-unique", "-fPIC", "-Wno-unknown-pragmas", "-Wno-unused-label"],
+                  "-ffp-contract=off", "-fno-trapping-math", "-fno-gnu-unique", "-fPIC", "-Wno-unknown-pragmas", "-Wno-unused-label"],
         CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
                     ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
     )

@@ -58,7 +58,7 @@ constexpr uint64_t dataflow_span() {
 
 // --- float transcendentals in double, without branches or calls -----------------------------------
 //
-// afpga::math::exp/log/tanh/sin/cos of a float: a range reduction, then a polynomial, both in
+// afpga::math::exp/log/tanh of a float: a range reduction, then a polynomial, both in
 // double, rounded once to float. The double result is within ~1e-12 of the true value, so the float
 // is the correctly rounded one except for values within that distance of a rounding tie: within
 // 1 ulp, as the tests' ULP bounds require (tests/test_kernels_pointwise.py). Every step is an add,
@@ -161,95 +161,6 @@ inline float tanh(float a) {
   const double large = 1.0 - 2.0 / (e + 1.0);
   const float r = float(hls::copysign(ax < 0.0625 ? small : large, x));
   return a != a ? a : r;
-}
-
-// sin and cos of |x| <= pi/4 (Taylor to r^13 and r^14: remainders < 2e-14 and 1e-15).
-inline double sin_core(double r) {
-#pragma HLS INLINE
-  const double r2 = r * r;
-  double p = 1.6059043836821613e-10;  // 1 / 13!
-  p = p * r2 - 2.505210838544172e-08;
-  p = p * r2 + 2.7557319223985893e-06;
-  p = p * r2 - 0.0001984126984126984;
-  p = p * r2 + 0.008333333333333333;
-  p = p * r2 - 0.16666666666666666;
-  return r + r * r2 * p;
-}
-inline double cos_core(double r) {
-#pragma HLS INLINE
-  const double r2 = r * r;
-  double p = -1.1470745597729725e-11;  // -1 / 14!
-  p = p * r2 + 2.08767569878681e-09;
-  p = p * r2 - 2.755731922398589e-07;
-  p = p * r2 + 2.48015873015873e-05;
-  p = p * r2 - 0.001388888888888889;
-  p = p * r2 + 0.041666666666666664;
-  p = p * r2 - 0.5;
-  return 1.0 + r2 * p;
-}
-
-// The bits of 2/pi after 151 zero bits, 32 to a word: bit t of this string multiplies 2^(150 - t).
-const uint32_t TWO_OVER_PI[12] = {0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000145, 0xf306dc9c,
-                                  0x882a53f8, 0x4eafa3ea, 0x69bb81b6, 0xc52b3278, 0x872083fc, 0xa2c757bd};
-
-// |a| (a finite float >= pi/4) as k pi/2 + r, |r| <= pi/4: returns r, sets the quadrant k mod 4.
-// Payne and Hanek's reduction in integers, exact for any exponent: with |a| = M 2^(E-150) (M the
-// 24-bit significand, E the biased exponent), the bits of 2/pi that matter for |a| 2/pi mod 4 are
-// the 96 from bit t = E - 1 of TWO_OVER_PI; M times them, modulo 2^96, is |a| 2/pi mod 4 in units of
-// 2^-94. Its top 64 bits keep 62 fraction bits, more than the 58 that float's closest approach to a
-// multiple of pi/2 needs for a correctly rounded result.
-inline double reduce_quadrant(float a, uint64_t& quadrant) {
-#pragma HLS INLINE
-  uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  const uint32_t e_biased = (bits >> 23) & 0xff;
-  const uint64_t m = (bits & 0x7fffff) | 0x800000;
-  const uint32_t t = (e_biased > 0 ? e_biased : 1) - 1;  // 0 .. 254 (zeros and subnormals: unused)
-  const uint32_t w = t >> 5, shift = t & 31;
-  // The three 32-bit words of the window, each from two table words.
-  const uint64_t w0 = TWO_OVER_PI[w], w1 = TWO_OVER_PI[w + 1], w2 = TWO_OVER_PI[w + 2], w3 = TWO_OVER_PI[w + 3];
-  const uint64_t c0 = (((w0 << 32) | w1) << shift) >> 32 & 0xffffffff;
-  const uint64_t c1 = (((w1 << 32) | w2) << shift) >> 32 & 0xffffffff;
-  const uint64_t c2 = (((w2 << 32) | w3) << shift) >> 32 & 0xffffffff;
-  const uint64_t u = ((m * c0) << 32) + m * c1 + ((m * c2) >> 32);  // |a| 2/pi mod 4, in 2^-62 units
-  const uint64_t k = (u + (uint64_t(1) << 61)) >> 62;             // the nearest quadrant
-  const uint64_t f = u - (k << 62);                                // |a| 2/pi - k, signed, in 2^-62 units
-  quadrant = k;
-  // f as a double, exactly enough: its high part (42 bits) and low 20 bits through SHIFTER.
-  const uint64_t hi = uint64_t(int64_t(f) >> 20), lo = f & 0xfffff;
-  const double fd = (from_bits(to_bits(SHIFTER) + hi) - SHIFTER) * 1048576.0 + (from_bits(to_bits(SHIFTER) + lo) - SHIFTER);
-  return fd * 3.4061215800865545e-19;  // pi/2 2^-62
-}
-
-// sin and cos of a float: |a| <= pi/4 needs no reduction; otherwise Payne-Hanek above (computed for
-// every lane and selected, so that the lane loop has no branch). inf and NaN give NaN.
-inline double sin_cos(float a, bool cosine) {
-#pragma HLS INLINE
-  const double x = a;
-  const double ax = hls::fabs(x);
-  const bool small = ax <= 0.7853981633974483;
-  uint64_t k;
-  const double reduced = reduce_quadrant(a, k);
-  const double r = small ? ax : reduced;
-  const uint64_t quadrant = (small ? 0 : k) + (cosine ? 1 : 0);  // cos x = sin(|x| + pi/2)
-  const double s = sin_core(r), c = cos_core(r);
-  const double v = (quadrant & 1) ? c : s;
-  const double magnitude = (quadrant & 2) ? -v : v;
-  return cosine ? magnitude : hls::copysign(1.0, x) * magnitude;  // sin is odd, cos even
-}
-
-template <typename T>
-inline T sin(T a) { return hls::sin(a); }
-inline float sin(float a) {
-  const float r = float(sin_cos(a, false));
-  return hls::isinf(a) ? std::numeric_limits<float>::quiet_NaN() : a != a ? a : r;
-}
-
-template <typename T>
-inline T cos(T a) { return hls::cos(a); }
-inline float cos(float a) {
-  const float r = float(sin_cos(a, true));
-  return hls::isinf(a) ? std::numeric_limits<float>::quiet_NaN() : a != a ? a : r;
 }
 
 // erf to within 1e-11 absolute: 1 - e^-x^2 erfcx(x), with erfcx (= e^x^2 erfc x, smooth) a degree 20

@@ -1,46 +1,95 @@
-"""Throughput of a few pointwise kernels on the emulated device, per XCL_OPT level.
+"""Pointwise kernels on the emulated device against torch on the CPU, per XCL_OPT level.
 
-    PYTHONPATH=$PWD python3 bench/bench_pointwise.py [--n 16777216]
+    PYTHONPATH=$PWD python3 bench/bench_pointwise.py [--n 16777216] [--levels 1,2,3,4] [--repeat 5]
+                                                     [--ops exp,sigmoid] [--json PATH]
 
-Elements per second of one call (the second of two: the first warms the allocator), output
-allocation included, against the same op on the CPU. Needs the images of `scons opt=1..4`.
+float32 inputs of n elements resident on the device; each figure is the best of `repeat` calls
+after a warm-up, output allocation included on both sides (the best, not the median: the machine
+is shared, and the least disturbed call is the one that measures the code). Two ratios: fpga / CPU
+per level (target at opt=4, 2^24: <= 1.0 for the transcendental ops) and each level / opt=4
+(target at 2^22: levels 1-3 within 4x). Needs the images of `scons opt=N` for the levels asked.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
-import aten_fpga
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine, print_table, write_json  # noqa: E402
+
+import aten_fpga  # noqa: E402
 
 OPS = {
     "add": lambda x, y: x + y,
+    "mul": lambda x, y: x * y,
     "eq": lambda x, y: x == y,
-    "exp": lambda x, y: torch.exp(x),
     "where": lambda x, y: torch.where(x > 0, x, y),  # two kernels: gt, then where
+    "exp": lambda x, y: torch.exp(x),
+    "sigmoid": lambda x, y: torch.sigmoid(x),
+    "tanh": lambda x, y: torch.tanh(x),
+    "gelu": lambda x, y: F.gelu(x),
+    "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
+    "log": lambda x, y: torch.log(y),  # y is positive
+    "sin": lambda x, y: torch.sin(x),
 }
 
 
-def rate(fn, *args) -> float:
-    fn(*args)
-    t = time.perf_counter()
-    fn(*args)
-    return args[0].numel() / (time.perf_counter() - t)
+def best(fn, args, repeat: int) -> float:
+    fn(*args)  # warm-up: the allocator's first block, the image's first launch
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return min(times)
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 24)
-    n = p.parse_args().n
-    x, y = torch.randn(n), torch.randn(n)
-    fx, fy = x.to("fpga"), y.to("fpga")
-    print(f"{'':6}" + "".join(f"{name:>12}" for name in OPS) + "   (M elements/s, float32, n = " + f"{n})")
-    print(f"{'cpu':6}" + "".join(f"{rate(fn, x, y) / 1e6:12.0f}" for fn in OPS.values()))
-    for level in (1, 2, 3, 4):
+    p.add_argument("--levels", default="4")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "pointwise.json"))
+    args = p.parse_args(argv)
+    levels = [int(level) for level in args.levels.split(",")]
+    ops = {name: OPS[name] for name in args.ops.split(",")}
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(args.n, generator=gen), torch.rand(args.n, generator=gen) + 0.5
+    load = os.getloadavg()[0]
+    cpu = {name: best(fn, (x, y), args.repeat) for name, fn in ops.items()}
+    fpga = {}
+    for level in levels:
         aten_fpga.load(level)
-        print(f"{f'opt{level}':6}" + "".join(f"{rate(fn, fx, fy) / 1e6:12.0f}" for fn in OPS.values()))
+        fx, fy = x.to("fpga"), y.to("fpga")
+        for name, fn in ops.items():
+            fpga[name, level] = best(fn, (fx, fy), args.repeat)
+    headers = ["op", "CPU ms"] + [f"opt{level} ms" for level in levels] + [f"opt{level}/CPU" for level in levels]
+    if 4 in levels and len(levels) > 1:
+        headers += [f"opt{level}/opt4" for level in levels if level != 4]
+    rows, records = [], []
+    for name in ops:
+        row = [name, cpu[name] * 1e3] + [fpga[name, level] * 1e3 for level in levels]
+        row += [fpga[name, level] / cpu[name] for level in levels]
+        if 4 in levels and len(levels) > 1:
+            row += [fpga[name, level] / fpga[name, 4] for level in levels if level != 4]
+        rows.append(row)
+        for level in levels:
+            records.append({"op": name, "level": level, "n": args.n, "cpu_s": cpu[name], "fpga_s": fpga[name, level],
+                            "ratio": fpga[name, level] / cpu[name]})
+    print(f"float32, n = {args.n}, best of {args.repeat}; load average {load:.1f} on {os.cpu_count()} cores; "
+          f"torch threads {torch.get_num_threads()}")
+    print_table(headers, rows)
+    write_json(args.json, {"benchmark": "pointwise", "machine": machine(), "load_average": load,
+                           "repeat": args.repeat, "rows": records})
+    aten_fpga.load(4)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,59 +1,84 @@
-"""How long reductions take on the emulated device, at each XCL_OPT level, against torch on the CPU.
+"""Reductions on the emulated device against torch on the CPU, per XCL_OPT level.
 
-    PYTHONPATH=$PWD python bench/bench_reduce.py [--size N] [--repeat R]
+    PYTHONPATH=$PWD python3 bench/bench_reduce.py [--size 4096] [--levels 1,2,3,4] [--repeat 5]
+                                                  [--ops sum,var] [--json PATH]
 
-Needs every level's image (`scons opt=N` for N in 1..4). One N x N float32 tensor (default 4096);
-each figure is the best of R runs after a warm-up, including the result's copy to the host. The
+One size x size float32 tensor (default 4096: 2^24 elements) resident on the device; each op over
+the whole tensor, along dim 1 (rows) and along dim 0 (columns). Each figure is the best of `repeat`
+calls after a warm-up, including the result's copy to the host (the best, not the median: the
+machine is shared). torch runs with its default threads. Target at opt=4: <= 1.25x the CPU. The
 emulator runs the HLS C++ as written, so the figures measure the emulation, not a card.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
 
-import aten_fpga
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine, print_table, write_json  # noqa: E402
 
-CASES = {
-    "x.sum()": lambda a: a.sum(),
-    "x.sum(1)": lambda a: a.sum(1),
-    "x.sum(0)": lambda a: a.sum(0),
-    "x.amax(1)": lambda a: a.amax(1),
-    "x.argmax(1)": lambda a: a.argmax(1),
-    "x.var(1)": lambda a: a.var(1),
-    "vector_norm(x)": lambda a: torch.linalg.vector_norm(a),
+import aten_fpga  # noqa: E402
+
+OPS = {
+    "sum": lambda a, *dim: a.sum(*dim),
+    "mean": lambda a, *dim: a.mean(*dim),
+    "amax": lambda a, *dim: a.amax(*dim),
+    "argmax": lambda a, *dim: a.argmax(*dim),
+    "var": lambda a, *dim: a.var(*dim),
+    "norm": lambda a, *dim: torch.linalg.vector_norm(a, dim=dim or None),
 }
+DIMS = {"all": (), "dim1": (1,), "dim0": (0,)}
 
 
-def best(fn, x, repeat: int) -> float:
-    fn(x).cpu()
+def best(fn, repeat: int) -> float:
+    fn().cpu()
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        fn(x).cpu()
+        fn().cpu()
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--levels", default="4")
     ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    x = torch.randn(args.size, args.size)
-    rows = {name: [best(fn, x, args.repeat)] for name, fn in CASES.items()}
-    for level in (1, 2, 3, 4):
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "reduce.json"))
+    args = ap.parse_args(argv)
+    levels = [int(level) for level in args.levels.split(",")]
+    cases = {f"{op}.{d}": (OPS[op], dim) for op in args.ops.split(",") for d, dim in DIMS.items()}
+    x = torch.randn(args.size, args.size, generator=torch.Generator().manual_seed(0))
+    load = os.getloadavg()[0]
+    cpu = {name: best(lambda: fn(x, *dim), args.repeat) for name, (fn, dim) in cases.items()}
+    fpga = {}
+    for level in levels:
         aten_fpga.load(level)
         on_device = x.to("fpga")
-        for name, fn in CASES.items():
-            rows[name].append(best(fn, on_device, args.repeat))
-    print(f"{args.size} x {args.size} float32, best of {args.repeat}, ms")
-    print(f"{'':<16}{'CPU (1 thread)':>15}" + "".join(f"{f'opt{l}':>10}" for l in (1, 2, 3, 4)))
-    for name, times in rows.items():
-        print(f"{name:<16}{times[0] * 1e3:>15.1f}" + "".join(f"{t * 1e3:>10.1f}" for t in times[1:]))
+        for name, (fn, dim) in cases.items():
+            fpga[name, level] = best(lambda: fn(on_device, *dim), args.repeat)
+    print(f"{args.size} x {args.size} float32, best of {args.repeat}; load average {load:.1f} on {os.cpu_count()} "
+          f"cores; torch threads {torch.get_num_threads()}")
+    rows, records = [], []
+    for name in cases:
+        rows.append([name, cpu[name] * 1e3] + [fpga[name, level] * 1e3 for level in levels]
+                    + [fpga[name, level] / cpu[name] for level in levels])
+        for level in levels:
+            records.append({"case": name, "level": level, "cpu_s": cpu[name], "fpga_s": fpga[name, level],
+                            "ratio": fpga[name, level] / cpu[name]})
+    print_table(["case", "CPU ms"] + [f"opt{level} ms" for level in levels] + [f"opt{level}/CPU" for level in levels],
+                rows)
+    write_json(args.json, {"benchmark": "reduce", "machine": machine(), "load_average": load, "size": args.size,
+                           "repeat": args.repeat, "rows": records})
+    aten_fpga.load(4)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,6 +10,9 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
   dataflow   levels 2-4 have `#pragma HLS DATAFLOW`
   pipeline   every streaming loop -- one that holds no other (non-unrolled) loop and calls no
              stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one
+  label      every loop is labelled (`name:` before the `for`), so reports and directives can name it
+  tripcount  every loop whose bound is not a constant (a literal or an UPPER_CASE name) and is not
+             UNROLLed has `LOOP_TRIPCOUNT`, so the report's latency is a number
   512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>); a port
              whose m_axi pragma line says `// random access: <reason>` (a gather or scatter, whose
              addresses are data) is exempt
@@ -28,6 +31,11 @@ from . import abi, interface
 
 _PRAGMA = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+(\w+)\s+([^\n]*)")
 _FOR = re.compile(r"\bfor\s*\(")
+_LABEL = re.compile(r"\b\w+\s*:\s*$")
+_CONSTANT = re.compile(r"^(\d+|[A-Z][A-Z0-9_]*)$")
+# The categories whose templates label every loop and bound every variable trip count; the label and
+# tripcount rules apply to their kernels (the other templates are yet to be converted).
+LABELLED = ("unary", "binary", "ternary", "reduce")
 
 
 def _body(text: str, start: int) -> tuple[int, int]:
@@ -41,7 +49,7 @@ def _body(text: str, start: int) -> tuple[int, int]:
     raise ValueError("unbalanced braces")
 
 
-def lint_source(text: str, level: int) -> list[str]:
+def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
     """Every convention `text`, a kernel at XCL_OPT `level`, breaks (empty: it is fine)."""
     problems = []
     found = interface.tops(text)
@@ -77,6 +85,8 @@ def lint_source(text: str, level: int) -> list[str]:
     if level >= 2 and not re.search(r"#pragma\s+HLS\s+DATAFLOW\b", text):
         problems.append(f"dataflow: XCL_OPT {level} needs #pragma HLS DATAFLOW")
     problems += _loop_problems(text)
+    if labelled:
+        problems += _label_problems(text)
     if level == 4:
         widths = {a.name: a.width for a in top.args
                   if a.pointer and "random access:" not in pragmas.get(a.name, {}).get("m_axi", "")}
@@ -119,6 +129,23 @@ def _loop_problems(text: str) -> list[str]:
     return problems
 
 
+def _label_problems(text: str) -> list[str]:
+    problems = []
+    for m in _FOR.finditer(text):
+        header = text[m.start():text.index("{", m.end())].strip()
+        before = re.sub(r"//[^\n]*", "", text[:m.start()]).rstrip()
+        if not _LABEL.search(before.split("\n")[-1]):
+            problems.append(f"label: loop `{header}` has no label")
+        i, j = _body(text, m.end())
+        pragmas = re.match(r"(\s*#pragma[^\n]*\n)*", text[i + 1:j]).group(0)
+        cond = header[header.index("(") + 1:].split(";")[1] if header.count(";") >= 2 else ""
+        bound = re.split(r"<=|<|>=|>|!=", cond)[-1].strip()
+        if "UNROLL" in pragmas or _CONSTANT.match(bound) or "LOOP_TRIPCOUNT" in pragmas:
+            continue
+        problems.append(f"tripcount: loop `{header}` has a variable bound and no LOOP_TRIPCOUNT")
+    return problems
+
+
 def lint_tree(gen_root: str, levels=abi.LEVELS) -> dict[str, list[str]]:
     """{kernel source: problems} for the generated kernels of the given levels under gen_root: those
     its kernels.json lists (sources of kernels no longer in the table may linger), else all found."""
@@ -134,7 +161,8 @@ def lint_tree(gen_root: str, levels=abi.LEVELS) -> dict[str, list[str]]:
             if listed is not None and path not in listed:
                 continue
             with open(path, encoding="utf-8") as f:
-                found[path] = lint_source(f.read(), level)
+                category = os.path.basename(os.path.dirname(path))
+                found[path] = lint_source(f.read(), level, category in LABELLED)
     return found
 
 

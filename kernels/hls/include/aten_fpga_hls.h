@@ -10,6 +10,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -38,6 +39,166 @@ template <typename T> struct is_float : std::is_floating_point<T> {};
 template <typename T> inline bool has_nan(T a, std::true_type) { return hls::isnan(a); }
 template <typename T> inline bool has_nan(T, std::false_type) { return false; }
 template <typename T> inline bool has_nan(T a) { return has_nan(a, is_float<T>()); }
+
+// --- dataflow regions --------------------------------------------------------------------------
+
+// How many items (elements or port words of type E) one DATAFLOW region streams. On the card: the
+// whole range, so the region's stages fill and drain once per call, not once per tile. In C
+// simulation (g++, the emulated device) a region's stages run one after the other and each
+// hls::stream buffers all its producer wrote, so the same loop enters the region once per 16 KiB of
+// items, which keeps those buffers in the cache.
+template <typename E>
+constexpr uint64_t dataflow_span() {
+#ifdef __SYNTHESIS__
+  return ~uint64_t(0);
+#else
+  return (16384 + sizeof(E) - 1) / sizeof(E);
+#endif
+}
+
+// --- float transcendentals in double, without branches or calls -----------------------------------
+//
+// afpga::math::exp/log/tanh of a float: a range reduction, then a polynomial, both in
+// double, rounded once to float. The double result is within ~1e-12 of the true value, so the float
+// is the correctly rounded one except for values within that distance of a rounding tie: within
+// 1 ulp, as the tests' ULP bounds require (tests/test_kernels_pointwise.py). Every step is an add,
+// multiply, divide, compare-and-select or integer bit operation, so on the card each function is
+// one pipeline at II=1 (in double: a few dozen DSPs per lane), and g++ vectorizes a lane loop of them
+// for the emulated device, as ATen's CPU loops use vectorized math. Other types go to hls::.
+namespace math {
+
+inline double from_bits(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+inline uint64_t to_bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+// Adding 1.5 * 2^52 to a double of magnitude < 2^51 rounds it to an integer held in the low bits of
+// the sum (no float-to-integer conversion, which the vector units of g++'s target lack for 64 bits).
+const double SHIFTER = 6755399441055744.0;
+
+// e^x for x in [-300, 300]: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^10
+// (relative remainder < 2e-13), times 2^n built in the exponent field.
+inline double exp_core(double x) {
+#pragma HLS INLINE
+  const double t = x * 1.4426950408889634 + SHIFTER;  // n = round(x / ln2), in t's low bits
+  const double n = t - SHIFTER;
+  const double r = (x - n * 0.6931471803691238) - n * 1.9082149292705877e-10;  // ln2 in two parts: n * hi is exact
+  double p = 2.755731922398589e-07;  // 1 / 10!
+  p = p * r + 2.7557319223985893e-06;
+  p = p * r + 2.48015873015873e-05;
+  p = p * r + 0.0001984126984126984;
+  p = p * r + 0.001388888888888889;
+  p = p * r + 0.008333333333333333;
+  p = p * r + 0.041666666666666664;
+  p = p * r + 0.16666666666666666;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const uint64_t n_bits = to_bits(t) - to_bits(SHIFTER);  // n as a two's complement integer
+  return p * from_bits((n_bits + 1023) << 52);             // 2^n
+}
+
+template <typename T>
+inline T exp(T a) { return hls::exp(a); }
+inline float exp(float a) {
+  const double x = a;
+  const double c = x < -200.0 ? -200.0 : x > 100.0 ? 100.0 : x;  // beyond: 0 or inf once rounded
+  const float r = float(exp_core(c));
+  return a != a ? a : r;  // NaN
+}
+
+template <typename T>
+inline T log(T a) { return hls::log(a); }
+inline float log(float a) {
+  // a = 2^e m with m in [sqrt(1/2), sqrt(2)); as a double even a subnormal float is normal.
+  const uint64_t b = to_bits(double(a));
+  const double m1 = from_bits((b & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);  // [1, 2)
+  const bool high = m1 > 1.4142135623730951;
+  const double m = high ? m1 * 0.5 : m1;
+  const uint64_t e_biased = (b >> 52) + (high ? 1 : 0);                  // e + 1023
+  const double e = from_bits(to_bits(SHIFTER) + e_biased - 1023) - SHIFTER;  // as a double
+  // log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series to s^19 (< 1e-17).
+  const double s = (m - 1.0) / (m + 1.0);
+  const double s2 = s * s;
+  double p = 1.0 / 19;
+  p = p * s2 + 1.0 / 17;
+  p = p * s2 + 1.0 / 15;
+  p = p * s2 + 1.0 / 13;
+  p = p * s2 + 1.0 / 11;
+  p = p * s2 + 1.0 / 9;
+  p = p * s2 + 1.0 / 7;
+  p = p * s2 + 1.0 / 5;
+  p = p * s2 + 1.0 / 3;
+  p = p * s2 + 1.0;
+  const float r = float(e * 0.6931471805599453 + 2.0 * s * p);
+  const float inf = std::numeric_limits<float>::infinity();
+  return a > 0.0f && a < inf ? r
+         : a == 0.0f         ? -inf
+         : a < 0.0f          ? std::numeric_limits<float>::quiet_NaN()
+                             : a;  // inf, NaN
+}
+
+template <typename T>
+inline T tanh(T a) { return hls::tanh(a); }
+inline float tanh(float a) {
+  const double x = a;
+  const double ax = hls::fabs(x);
+  // |x| < 1/16: the series to x^9 (relative remainder < 1e-12); beyond: 1 - 2 / (e^2|x| + 1),
+  // whose absolute error ~1e-16 is relative error < 2e-15 there. |x| > 20 gives 1.
+  const double x2 = x * x;
+  double p = 62.0 / 2835;
+  p = p * x2 - 17.0 / 315;
+  p = p * x2 + 2.0 / 15;
+  p = p * x2 - 1.0 / 3;
+  const double small = ax + ax * x2 * p;
+  const double e = exp_core(2.0 * (ax > 20.0 ? 20.0 : ax));
+  const double large = 1.0 - 2.0 / (e + 1.0);
+  const float r = float(hls::copysign(ax < 0.0625 ? small : large, x));
+  return a != a ? a : r;
+}
+
+// erf to within 1e-11 absolute: 1 - e^-x^2 erfcx(x), with erfcx (= e^x^2 erfc x, smooth) a degree 20
+// polynomial in (x - 2) / 2 fitted to it on [0, 4]; beyond 4, erfc < 2e-8. Absolute, not relative,
+// accuracy: gelu's 1 + erf(x) needs no more; torch.erf itself stays hls::erf.
+inline double erf_absolute(double x) {
+  const double ax = hls::fabs(x);
+  const double c = ax > 4.0 ? 4.0 : ax;
+  const double u = c * 0.5 - 1.0;
+  double p = 1.4601499400996146e-05;
+  p = p * u - 3.143417202235886e-05;
+  p = p * u - 6.548791896922264e-06;
+  p = p * u + 1.1431208869332948e-05;
+  p = p * u + 0.0001365440306257149;
+  p = p * u - 0.000271444510438923;
+  p = p * u + 0.00034579002512617583;
+  p = p * u - 0.0006790259842992516;
+  p = p * u + 0.0014328501218654078;
+  p = p * u - 0.002652975219107545;
+  p = p * u + 0.004732078549308521;
+  p = p * u - 0.008332184743016117;
+  p = p * u + 0.01426801687608635;
+  p = p * u - 0.023653542032807486;
+  p = p * u + 0.037917880574267926;
+  p = p * u - 0.058613060845187026;
+  p = p * u + 0.08705182952684135;
+  p = p * u - 0.12368511130239068;
+  p = p * u + 0.1672110100875382;
+  p = p * u - 0.21359292358038182;
+  p = p * u + 0.25539567631186677;
+  return hls::copysign(1.0 - exp_core(-c * c) * p, x);
+}
+
+template <typename T>
+inline T erf_for_gelu(T a) { return hls::erf(a); }
+inline float erf_for_gelu(float a) { return float(erf_absolute(a)); }
+
+}  // namespace math
 
 // --- arithmetic ---------------------------------------------------------------------------------
 
@@ -226,12 +387,12 @@ inline T cosh(T a) {
 
 template <typename T>
 inline T sigmoid(T a) {
-  return T(1) / (T(1) + hls::exp(-a));
+  return T(1) / (T(1) + math::exp(-a));
 }
 
 template <typename T>
 inline T silu(T a) {
-  return a / (T(1) + hls::exp(-a));
+  return a / (T(1) + math::exp(-a));
 }
 
 // gelu: `approximate` is ATen's GeluType (0 none, 1 tanh).
@@ -241,9 +402,9 @@ inline T gelu(T a, int32_t approximate) {
     const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
     const T kappa = T(0.044715);
     const T inner = beta * (a + kappa * a * a * a);
-    return T(0.5) * a * (T(1) + hls::tanh(inner));
+    return T(0.5) * a * (T(1) + math::tanh(inner));
   }
-  return a * T(0.5) * (T(1) + hls::erf(a * T(0.7071067811865476)));  // 1 / sqrt(2)
+  return a * T(0.5) * (T(1) + math::erf_for_gelu(a * T(0.7071067811865476)));  // 1 / sqrt(2)
 }
 
 // --- activations and their gradients (ATen's cpu/Activation.cpp vector loops) ------------------

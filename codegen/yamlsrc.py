@@ -42,6 +42,11 @@ def _convert(node: yaml.Node, path: str, depth: int = 0) -> Node:
         raise TableError(loc, f"unreadable value {node.value!r}: {getattr(e, 'problem', None) or e}") from None
 
 
+# libyaml's parser when PyYAML has it (its nodes carry the same line marks): a no-op build parses
+# the table and every category's ops.yaml, and the pure-Python parser took most of its time.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load(path: str) -> Node:
     """Parse a YAML file; malformed YAML becomes a TableError at the offending line."""
     try:
@@ -52,7 +57,7 @@ def load(path: str) -> Node:
     except UnicodeDecodeError as e:
         raise TableError(Location(path, 1), f"not UTF-8 text: {e.reason}") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1

@@ -86,7 +86,12 @@ def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
         for level in levels:
             aten_fpga.load(level)
             fa, fb = a.to("fpga") * 1, b.to("fpga") * 1  # made by a kernel: valid on the device only
+            aten_fpga.reset_stats()
             fpga_t = median_seconds(lambda: fa @ fb, repeat, min_time=0.2 if n < 2048 else 0.0)
+            ran = aten_fpga.stats().get("mm", {"fpga": 0, "cpu_fallback": 0})
+            if ran["fpga"] == 0 or ran["cpu_fallback"]:  # a benchmark of the fallback would be the CPU's time
+                raise SystemExit(f"mm did not run on the fpga kernel at opt={level} ({ran}): is {aten_fpga.image()} "
+                                 "this checkout's image? (scripts outside the repo root need PYTHONPATH)")
             rows.append({"op": "mm", "category": "gemm", "n": n, "level": level, "cpu_s": cpu_t, "fpga_s": fpga_t,
                          "ratio": fpga_t / cpu_t, "fpga_gflops": 2 * n ** 3 / fpga_t / 1e9,
                          "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9})

@@ -25,17 +25,6 @@ import aten_fpga  # noqa: E402
 import aten_fpga.compile as afc  # noqa: E402
 
 
-class WithLoss(torch.nn.Module):
-    """The model and its loss as one module, so the loss's ops are in the compiled graphs too."""
-
-    def __init__(self, name, model):
-        super().__init__()
-        self.name, self.model = name, model
-
-    def forward(self, x, target):
-        return cm.loss_of(self.name, self.model(x), target)
-
-
 def per_step(module, x, t):
     """Launches and kernel bytes of one step."""
     aten_fpga.reset_stats()
@@ -46,7 +35,7 @@ def per_step(module, x, t):
 
 def bench(name: str, steps: int) -> dict:
     torch.manual_seed(0)
-    base = WithLoss(name, cm.MODELS[name]())
+    base = cm.WithLoss(name, cm.MODELS[name]())
     x, t = cm.inputs(name)
     cpu = copy.deepcopy(base)
     eager = copy.deepcopy(base).to("fpga")

@@ -57,3 +57,14 @@ def step(name: str, model, x, target):
     loss = loss_of(name, model(x), target)
     loss.backward()
     return loss
+
+
+class WithLoss(nn.Module):
+    """The model and its loss as one module, so the loss's ops are in the compiled graphs too."""
+
+    def __init__(self, name, model):
+        super().__init__()
+        self.name, self.model = name, model
+
+    def forward(self, x, target):
+        return loss_of(self.name, self.model(x), target)

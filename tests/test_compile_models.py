@@ -21,15 +21,6 @@ def keep_global_rng():
         yield
 
 
-class WithLoss(torch.nn.Module):
-    def __init__(self, name, model):
-        super().__init__()
-        self.name, self.model = name, model
-
-    def forward(self, x, target):
-        return cm.loss_of(self.name, self.model(x), target)
-
-
 def counted_step(module, x, t):
     aten_fpga.reset_stats()
     loss = module(x, t)
@@ -49,7 +40,7 @@ FEWER = {"mlp": (1.1, 1.04), "scores": (1.7, 1.7), "cnn": (1.0, 1.0)}  # (launch
 def test_training_step_matches_eager(name):
     torch._dynamo.reset()
     torch.manual_seed(0)
-    base = WithLoss(name, cm.MODELS[name]())
+    base = cm.WithLoss(name, cm.MODELS[name]())
     eager, compiled_module = copy.deepcopy(base).to("fpga"), copy.deepcopy(base).to("fpga")
     x, t = cm.inputs(name)
     x = (x.to("fpga") * 1).detach()  # valid only on the device, as a kernel's output

@@ -99,7 +99,7 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
     if host is not None and stub is not None and stub.value is not None:
         raise TableError(stub.loc, f"'{func}' names a host function, which runs its kernel itself (ATen's stubs "
                                    "are not callable from outside libtorch): remove 'stub:'")
-    more = _more_kernels(func, fields.get("kernels"), host)
+    more = _more_kernels(func, fields.get("kernels"), host, kernel.value)
     if stub is not None and isinstance(stub.value, dict):
         return Entry(func, kernel.value, tuple(names), None, loc, stubs=_stub_map(func, kernel.value, stub))
     if stub is not None and stub.value is not None and (
@@ -111,12 +111,13 @@ def _entry(func: str, loc, spec: yamlsrc.Node) -> Entry:
                  more_kernels=more)
 
 
-def _more_kernels(func: str, node: yamlsrc.Node | None, host: str | None) -> tuple[str, ...]:
+def _more_kernels(func: str, node: yamlsrc.Node | None, host: str | None, kernel: str) -> tuple[str, ...]:
     """`kernels: [copy/copy_float16, ...]`: further kernels a host function runs besides `kernel`
-    (a family named per operand dtype, as the casts of copy_), built for the entry's dtypes."""
+    (a family named per operand dtype, as the casts of copy_), or that the reduce driver picks
+    instead of it (the norm's orders), built for the entry's dtypes."""
     if node is None:
         return ()
-    if host is None:
+    if host is None and kernel.split("/", 1)[0] != "reduce":
         raise TableError(node.loc, f"'kernels' of '{func}' lists further kernels a host function runs; name the "
                                    "function with 'host:' or remove 'kernels'")
     if not isinstance(node.value, list) or not all(

@@ -13,6 +13,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -82,10 +83,26 @@ at::Tensor operand_view(const at::TensorIterator& iter, int arg, const std::vect
 }
 
 
+// The vector norm's kernel for its order p: each kind of order is its own kernel (a general p's pow
+// built into every lane of every norm would cost the card DSPs and latency for nothing).
+const KernelRef& norm_kernel(const KernelRef& norm, c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
+  static const KernelRef count{.name = "norm0", .reduction = true}, abs{.name = "norm1", .reduction = true},
+      square{.name = "norm2", .reduction = true}, largest{.name = "norm_max", .reduction = true},
+      smallest{.name = "norm_min", .reduction = true};
+  const double p = scalars.empty() || !scalars[0].has_value() ? 2.0 : scalars[0]->toDouble();
+  if (p == 0) return count;
+  if (p == 1) return abs;
+  if (p == 2) return square;
+  if (p == std::numeric_limits<double>::infinity()) return largest;
+  if (p == -std::numeric_limits<double>::infinity()) return smallest;
+  return norm;  // the general p
+}
+
 }  // namespace
 
-void fpga_reduce(at::TensorIterator& iter, const KernelRef& kernel,
+void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
+  const KernelRef& kernel = std::strcmp(op_kernel.name, "norm") == 0 ? norm_kernel(op_kernel, scalars) : op_kernel;
   TORCH_INTERNAL_ASSERT(iter.noutputs() == 1 && iter.ninputs() == 1,
                         "fpga_reduce drives single-output reductions; ", kernel.name, " is not one");
   const c10::Device where = iter.device(0);

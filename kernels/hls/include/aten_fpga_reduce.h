@@ -22,6 +22,7 @@
 #include <complex>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "aten_fpga_hls.h"
 
@@ -205,34 +206,50 @@ struct Any {
   R finish(Acc a, uint64_t) const { return a; }
 };
 
-// The vector p-norm (linalg.vector_norm): sum |x|^p, then the p-th root. p = 0 counts the nonzero
-// elements, +-inf take the largest/smallest |x| (NaN propagates); 1 and 2 avoid pow.
-template <typename T, typename R>
-struct Norm {
+// The vector p-norm (linalg.vector_norm): sum |x|^p, then the p-th root. The order's kind is a
+// template parameter, each its own kernel that the host picks by p (host/ps/fpga_reduce.cpp), so a
+// lane builds only its own math -- a pow in every lane of every kernel, selected at run time,
+// would cost DSPs and latency for nothing. p = 0 counts the nonzero elements, 1 and 2 avoid pow,
+// +-inf take the largest/smallest |x| (NaN propagates), any other p uses pow. Every kernel keeps
+// the p register (the one ABI of the norm kernels); only the general one reads it.
+enum NormOrder { NORM_COUNT, NORM_ABS, NORM_SQUARE, NORM_POW, NORM_MAX, NORM_MIN };
+
+template <typename T, typename R, NormOrder Order>
+struct NormOf {
   typedef typename Real<typename Wide<T>::type>::type Acc;
-  enum Mode { COUNT, ABS, SQUARE, POW, MAX, MIN };
   Acc p;
-  Mode mode;
-  explicit Norm(double p_)
-      : p(Acc(p_)),
-        mode(p_ == 0 ? COUNT : p_ == 1 ? ABS : p_ == 2 ? SQUARE : p_ == INFINITY ? MAX : p_ == -INFINITY ? MIN : POW) {}
-  Acc identity() const { return mode == MIN ? Acc(INFINITY) : Acc(0); }
-  Acc add(Acc a, T x, T, uint64_t) const {
+  explicit NormOf(double p_) : p(Acc(p_)) {}
+  Acc identity() const { return Order == NORM_MIN ? Acc(INFINITY) : Acc(0); }
+  Acc add(Acc a, T x, T, uint64_t) const { return fold(a, x, std::integral_constant<NormOrder, Order>()); }
+  Acc merge(Acc a, Acc b) const {
+    return Order == NORM_MAX ? max_nan(a, b) : Order == NORM_MIN ? min_nan(a, b) : a + b;
+  }
+  R finish(Acc a, uint64_t) const { return R(root(a, std::integral_constant<NormOrder, Order>())); }
+
+ private:
+  // One overload per order (C++14 has no `if constexpr`): only the kernel's own is instantiated.
+  template <NormOrder O> using Is = std::integral_constant<NormOrder, O>;
+  Acc fold(Acc a, T x, Is<NORM_COUNT>) const { return a + Acc(x != T(0)); }
+  Acc fold(Acc a, T x, Is<NORM_ABS>) const { return a + magnitude<Acc>(x); }
+  Acc fold(Acc a, T x, Is<NORM_SQUARE>) const {
     const Acc m = magnitude<Acc>(x);
-    switch (mode) {
-      case COUNT: return a + Acc(x != T(0));
-      case ABS: return a + m;
-      case SQUARE: return a + m * m;
-      case POW: return a + std::pow(m, p);
-      case MAX: return max_nan(a, m);
-      default: return min_nan(a, m);
-    }
+    return a + m * m;
   }
-  Acc merge(Acc a, Acc b) const { return mode == MAX ? max_nan(a, b) : mode == MIN ? min_nan(a, b) : a + b; }
-  R finish(Acc a, uint64_t) const {
-    return R(mode == SQUARE ? std::sqrt(a) : mode == POW ? std::pow(a, Acc(1) / p) : a);
-  }
+  Acc fold(Acc a, T x, Is<NORM_POW>) const { return a + std::pow(magnitude<Acc>(x), p); }
+  Acc fold(Acc a, T x, Is<NORM_MAX>) const { return max_nan(a, magnitude<Acc>(x)); }
+  Acc fold(Acc a, T x, Is<NORM_MIN>) const { return min_nan(a, magnitude<Acc>(x)); }
+  template <NormOrder O> Acc root(Acc a, Is<O>) const { return a; }
+  Acc root(Acc a, Is<NORM_SQUARE>) const { return std::sqrt(a); }
+  Acc root(Acc a, Is<NORM_POW>) const { return std::pow(a, Acc(1) / p); }
 };
+
+// The kernels' functors (ops.yaml `expr`), one per order.
+template <typename T, typename R> struct Norm : NormOf<T, R, NORM_POW> { using NormOf<T, R, NORM_POW>::NormOf; };
+template <typename T, typename R> struct Norm0 : NormOf<T, R, NORM_COUNT> { using NormOf<T, R, NORM_COUNT>::NormOf; };
+template <typename T, typename R> struct Norm1 : NormOf<T, R, NORM_ABS> { using NormOf<T, R, NORM_ABS>::NormOf; };
+template <typename T, typename R> struct Norm2 : NormOf<T, R, NORM_SQUARE> { using NormOf<T, R, NORM_SQUARE>::NormOf; };
+template <typename T, typename R> struct NormMax : NormOf<T, R, NORM_MAX> { using NormOf<T, R, NORM_MAX>::NormOf; };
+template <typename T, typename R> struct NormMin : NormOf<T, R, NORM_MIN> { using NormOf<T, R, NORM_MIN>::NormOf; };
 
 // var / std with Bessel's correction, in one pass: each run of a row accumulates its count and the
 // sums of (x - k) and |x - k|^2 about its first element k, which keeps the final subtraction free

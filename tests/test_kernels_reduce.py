@@ -228,6 +228,10 @@ def test_norm_orders(level, p, dtype):
     for dim in (1, 0, None, (0, 1)):
         run(lambda t: torch.linalg.vector_norm(t, p, dim), x, stat="linalg_vector_norm.out")
     run(lambda t: torch.norm(t, p, 1), x, stat="linalg_vector_norm.out")  # torch.norm goes there too
+    # Each kind of order is its own kernel (no pow built into the others): the host picks it by p.
+    kind = {0: "norm0", 1: "norm1", 2: "norm2", math.inf: "norm_max", -math.inf: "norm_min"}.get(p, "norm")
+    name = f"v_{kind}_{'float32' if dtype == F32 else 'complex64'}"
+    assert aten_fpga.report()["linalg_vector_norm.out"]["kernels"] == {name: 1}, aten_fpga.report()
 
 
 @pytest.mark.parametrize("correction", [0, 1, 2.5, 70])

@@ -7,7 +7,8 @@ One size x size float32 tensor (default 4096: 2^24 elements) resident on the dev
 the whole tensor, along dim 1 (rows) and along dim 0 (columns). Each figure is the best of `repeat`
 calls after a warm-up, including the result's copy to the host (the best, not the median: the
 machine is shared). torch runs with its default threads. Target at opt=4: <= 1.25x the CPU. The
-emulator runs the HLS C++ as written, so the figures measure the emulation, not a card.
+emulator runs the HLS C++ as written, so the figures measure the emulation, not a card. Plot:
+docs/img/reduce.png (fpga / CPU per case and level, the target as a line).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, print_table, write_json  # noqa: E402
+from common import ROOT, machine, print_table, pyplot, save_plot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -76,8 +77,27 @@ def main(argv=None) -> int:
                 rows)
     write_json(args.json, {"benchmark": "reduce", "machine": machine(), "load_average": load, "size": args.size,
                            "repeat": args.repeat, "rows": records})
+    plt = pyplot()
+    if plt is not None:
+        plot(plt, list(cases), levels, cpu, fpga, args.size, load)
     aten_fpga.load(4)
     return 0
+
+
+def plot(plt, names, levels, cpu, fpga, size, load) -> None:
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(names)), 3.6))
+    width = 0.8 / len(levels)
+    for i, level in enumerate(levels):
+        ax.bar([j + i * width for j in range(len(names))], [fpga[name, level] / cpu[name] for name in names],
+               width, label=f"opt={level}")
+    ax.axhline(1.25, color="red", lw=0.8, label="target 1.25x")
+    ax.axhline(1.0, color="grey", lw=0.6)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=60, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("fpga (emulated) / CPU time")
+    ax.set_title(f"reductions of {size} x {size} float32, load average {load:.1f}", fontsize=9)
+    ax.legend(fontsize=7)
+    save_plot(fig, "reduce.png")
 
 
 if __name__ == "__main__":

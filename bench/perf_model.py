@@ -20,6 +20,8 @@ Assumptions (docs/benchmarks.md explains them):
   gets an equal share of the range (launch.split), so the launch runs at the slowest CU's rate;
 - reductions: "reduce" reduces rows (x.view(4096, -1).sum(1)): the runtime splits the rows over the
   CUs; "reduce_all" reduces everything to one value (x.sum()): the runtime runs one row, so one CU;
+  each row costs the fold its drain besides its words (reduce_run_cycles: the partials' trees, as
+  kernels/hls/reduce writes them), which the read stage's FIFO only partly hides;
 - "resident": the operands already live in device memory (a chain of FPGA ops); "with transfers":
   the inputs are copied in and the output out over the host link (PCIe Gen3 x16, ~12 GB/s per
   direction measured; the embedded platform shares the host's memory, so it has no such copy);
@@ -49,6 +51,24 @@ LEVEL_LANES = {1: 1, 2: 1, 3: 1, 4: 16}
 # reduction's output port moves one element per row.
 CATEGORY_PORTS = {"unary": (2, 2), "binary": (3, 3), "ternary": (4, 4), "reduce": (2, 1), "reduce_all": (2, 1)}
 REDUCE_ROWS = 4096
+# The reduce kernels' fold (kernels/hls/reduce): PARTIALS interleaved accumulators (per lane at
+# XCL_OPT 4), combined at each run's (row's) end by balanced trees of merges. A merge of sums is a
+# double-precision add: ADD_LATENCY cycles at 300 MHz (Vitis' full-DSP dadd), PIPELINE_FILL the
+# words loop's read-convert-add depth.
+REDUCE_PARTIALS = 16
+ADD_LATENCY = 8
+PIPELINE_FILL = 12
+
+
+def reduce_run_cycles(level: int) -> int:
+    """The fold's cycles per run (a row) besides its words: the loop's fill and the drain. XCL_OPT 4
+    drains one partial a cycle through a tree over the lanes, then a tree over the partials; the
+    other levels keep one accumulator per partial and combine them in one tree."""
+    depth = REDUCE_PARTIALS.bit_length() - 1  # log2: a tree's merges from leaf to root
+    if level == 4:
+        lanes_depth = LEVEL_LANES[4].bit_length() - 1
+        return PIPELINE_FILL + REDUCE_PARTIALS + (lanes_depth + depth) * ADD_LATENCY
+    return PIPELINE_FILL + depth * ADD_LATENCY
 
 # Physical limits, beside the projections.
 PCIE_GEN3_X16_GBPS = 15.75  # theoretical, per direction
@@ -88,6 +108,10 @@ def throughput(category: str, level: int, platform, n: int) -> tuple[float, int,
             cus = min(cus, REDUCE_ROWS)
     # Compute: level 1 runs its phases in turn.
     compute = CLOCK_HZ * lanes / (streams + 1 if level == 1 else 1)
+    if category in ("reduce", "reduce_all"):
+        row = n // REDUCE_ROWS if category == "reduce" else n  # elements per row
+        beats = -(-row // lanes)  # port words (or elements) per row
+        compute *= beats / (beats + reduce_run_cycles(level))
     port = CLOCK_HZ * lanes * ELEMENT_BYTES  # bytes/s one port moves at most
     # Which bank each streaming port lands on, and how many stream into each bank.
     nbanks = len(platform.banks)

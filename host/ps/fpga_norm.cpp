@@ -4,7 +4,8 @@
 //                    invstd in one pass, the sums about the row's first element in double;
 //   norm_affine      the normalization in one streaming pass: (x * scale[r] + shift[r]) * gamma + beta;
 //   norm_grad_stats  the backward's two sums per row: sum(dy * g) and sum(dy * g * (x - mean));
-//   norm_backward    grad_in = a[r] * g * dy + b[r] * (x - mean[r]) + c[r].
+//   norm_backward    grad_in = a[r] * g * dy + b[r] * (x - mean[r]) + c[r];
+//   norm_column_grads  layer_norm's weight and bias gradients: per column, sums over the rows.
 // A row is `segs` segments of `len` elements (batch_norm: one per sample of the channel), laid out
 // as [planes, pitch] on the device (planes.h). The few per-row vectors between the passes (the
 // coefficients from the statistics, weights and running stats) are float32 pointwise kernels.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "FPGAType.h"
+#include "afpga_abi.h"
 #include "allocator.h"
 #include "fpga_kernel.h"
 #include "launch.h"
@@ -28,6 +30,7 @@ const KernelRef kStats{"norm_stats"};
 const KernelRef kAffine{"norm_affine"};
 const KernelRef kGradStats{"norm_grad_stats"};
 const KernelRef kBackward{"norm_backward"};
+const KernelRef kColumnGrads{"norm_column_grads"};
 
 constexpr int64_t kMaxColumns = 16384;  // MAX_COLS of kernels/hls/norm: layer_norm's weight on chip
 constexpr uint64_t kGamma = 1, kBeta = 2;  // the kernels' flags: which column vectors they read
@@ -51,16 +54,17 @@ std::pair<int64_t, int64_t> words_of(const KernelRef& ref, const at::Tensor& x) 
 }
 
 // Each of `ports` (in the kernel's order) is data laid out as `r.data` (Data: offset by the rows a
-// unit skips), a per-row vector (Row), or a column vector (Column: whole, to every unit).
-enum class Port { Data, Row, Column };
+// unit skips), a per-row vector (Row), a column vector (Column: whole, to every unit), or a unit's
+// own `len` column sums (Partial: [units, len]).
+enum class Port { Data, Row, Column, Partial };
 struct Operand {
   at::Tensor t;
   Port kind;
   bool output;
 };
 
-// Runs `ref` over the rows of `r` split across the compute units.
-void run_rows(const KernelRef& ref, const at::Tensor& like, const Rows& r, const std::vector<Operand>& ports,
+// Runs `ref` over the rows of `r` split across the compute units; returns how many ran.
+int64_t run_rows(const KernelRef& ref, const at::Tensor& like, const Rows& r, const std::vector<Operand>& ports,
               std::optional<double> eps, uint64_t flags) {
   const c10::Device where = like.device();
   c10::DeviceGuard guard(where);
@@ -76,22 +80,28 @@ void run_rows(const KernelRef& ref, const at::Tensor& like, const Rows& r, const
     }
     allocs.push_back(a);
   }
+  int64_t units = 0;
   if (r.rows > 0 && r.segs * r.len > 0) {
     for (const CuRange& cu : launch.split(r.rows, 1, r.segs * r.len)) {
       RunArgs run = launch.add_run();
       for (size_t i = 0; i < ports.size(); ++i) {
         const Operand& p = ports[i];
-        const int64_t skip = p.kind == Port::Data ? cu.begin * r.row_stride : p.kind == Port::Row ? cu.begin : 0;
+        const int64_t skip = p.kind == Port::Data  ? cu.begin * r.row_stride
+                             : p.kind == Port::Row ? cu.begin
+                             : p.kind == Port::Partial ? units * r.len
+                                                       : 0;
         run.buffer(allocs[i], byte_offset(p.t) + skip * p.t.element_size());
       }
       if (eps) run.scalar(*eps);
       run.size(cu.size()).size(r.segs).size(r.len).size(r.row_stride).size(r.seg_stride).size(flags);
+      ++units;
     }
     launch.run();
   }
   for (size_t i = 0; i < ports.size(); ++i) {
     if (ports[i].output) mark_device_written(allocs[i]);
   }
+  return units;
 }
 
 at::Tensor empty_like_rows(const Rows& r) { return at::empty_like(r.data, at::MemoryFormat::Contiguous); }
@@ -143,6 +153,21 @@ at::Tensor backward(const Rows& grad, const Rows& x, const at::Tensor& a, const 
             {gamma.defined() ? gamma : a, Port::Column, false}, {out, Port::Data, true}},
            std::nullopt, gamma.defined() ? kGamma : 0);
   return out;
+}
+
+// norm_column_grads: per column, the sums over the rows of dy * (x - mean[r]) * invstd[r] and of dy
+// (rows of at least AFPGA_REDUCE_PARTIALS words: layer_rows' min_words).
+std::pair<at::Tensor, at::Tensor> column_grads(const Rows& grad, const Rows& x, const at::Tensor& mean,
+                                               const at::Tensor& invstd) {
+  const int cus = kernel_for(kColumnGrads, x.data.scalar_type(), x.data.device()).cus;
+  const auto opts = x.data.options().dtype(at::kFloat);
+  at::Tensor gg = at::empty({cus, x.len}, opts), gb = at::empty({cus, x.len}, opts);
+  const int64_t units = run_rows(kColumnGrads, x.data, x,
+                                 {{grad.data, Port::Data, false}, {x.data, Port::Data, false}, {mean, Port::Row, false},
+                                  {invstd, Port::Row, false}, {gg, Port::Partial, true}, {gb, Port::Partial, true}},
+                                 std::nullopt, 0);
+  if (units == 1) return {gg[0], gb[0]};
+  return {gg.narrow(0, 0, units).sum(0), gb.narrow(0, 0, units).sum(0)};  // zero units: empty sums
 }
 
 void check(const at::Tensor& input, const char* op) {
@@ -260,13 +285,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_batch_norm_backward(
 
 namespace {
 
-// The input as [outer, inner] rows, inner = the normalized dims.
-Rows layer_rows(const at::Tensor& x, size_t normalized_dims, int64_t lanes, int64_t word) {
+// The input as [outer, inner] rows, inner = the normalized dims; each row at least `min_words` port
+// words long (padded).
+Rows layer_rows(const at::Tensor& x, size_t normalized_dims, int64_t lanes, int64_t word, int64_t min_words = 1) {
   TORCH_CHECK(normalized_dims >= 1 && normalized_dims <= static_cast<size_t>(x.dim()),
               "layer_norm: normalized_shape has ", normalized_dims, " dims, the input ", x.dim());
   int64_t inner = 1;
   for (int64_t d = x.dim() - static_cast<int64_t>(normalized_dims); d < x.dim(); ++d) inner *= x.size(d);
-  const int64_t pitch = round_up(inner, lanes);
+  const int64_t pitch = round_up(std::max(inner, min_words * lanes), lanes);
   return {to_planes(x, static_cast<int>(normalized_dims), pitch, word), x.numel() / inner, 1, inner, pitch, 0};
 }
 
@@ -318,8 +344,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
   if (grad_out.scalar_type() != input.scalar_type()) throw KernelUnavailable("layer_norm_backward of mixed dtypes");
   const auto [lanes, word] = words_of(kBackward, input);
   const size_t nd = normalized_shape.size();
-  const Rows x = layer_rows(input, nd, lanes, word), g = layer_rows(grad_out, nd, lanes, word);
+  // Rows of at least AFPGA_REDUCE_PARTIALS words when norm_column_grads runs: it adds each row into
+  // the column sums on chip, one word per cycle.
+  const bool params = (output_mask[1] && defined(weight)) || (output_mask[2] && defined(bias));
+  if (params) kernel_for(kColumnGrads, input.scalar_type(), input.device());
+  const int64_t min_words = params ? AFPGA_REDUCE_PARTIALS : 1;
+  const Rows x = layer_rows(input, nd, lanes, word, min_words), g = layer_rows(grad_out, nd, lanes, word, min_words);
   const at::Tensor gamma = columns(weight, x.len, "layer_norm_backward");
+  if (params && x.len > kMaxColumns) {
+    throw KernelUnavailable("layer_norm_backward with " + std::to_string(x.len) + " normalized elements");
+  }
   const at::Tensor m = vec(mean), r = vec(rstd);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
@@ -331,13 +365,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
     const at::Tensor c = at::mul(db, r).mul_(-1.0 / n);
     grad_input = from_planes(backward(g, x, r, b, c, m, gamma), input.sizes(), static_cast<int>(nd), x.row_stride);
   }
-  // The affine parameters' gradients sum over the rows: grad * xhat and grad, xhat from norm_affine.
-  const auto over_rows = [&](const at::Tensor& rows) { return rows.narrow(1, 0, x.len).sum(0); };
-  if (output_mask[1] && defined(weight)) {
-    const at::Tensor xhat = affine(x, r, at::mul(m, r).neg_(), {}, {});
-    grad_weight = over_rows(at::mul(g.data, xhat)).view(weight->sizes()).to(weight->scalar_type());
+  // The affine parameters' gradients: per column, sums over the rows of grad * xhat and of grad.
+  if (params) {
+    const auto [gg, gb] = column_grads(g, x, m, r);
+    if (output_mask[1] && defined(weight)) grad_weight = gg.view(weight->sizes()).to(weight->scalar_type());
+    if (output_mask[2] && defined(bias)) grad_bias = gb.view(bias->sizes()).to(bias->scalar_type());
   }
-  if (output_mask[2] && defined(bias)) grad_bias = over_rows(g.data).view(bias->sizes()).to(bias->scalar_type());
   return {grad_input, grad_weight, grad_bias};
 }
 

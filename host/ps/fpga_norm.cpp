@@ -2,7 +2,8 @@
 // impls are CPU kernels with no DispatchStub), on the kernels/hls/norm kernels:
 //   norm_stats       per row (a channel, a sample's group, a layer_norm row): mean, biased var and
 //                    invstd in one pass, the sums about the row's first element in double;
-//   norm_affine      the normalization in one streaming pass: (x * scale[r] + shift[r]) * gamma + beta;
+//   norm_affine      the normalization in one streaming pass: ((x - mean[r]) * scale[r] + shift[r]) *
+//                    gamma + beta (centred first: a large mean costs the output no digits);
 //   norm_grad_stats  the backward's two sums per row: sum(dy * g) and sum(dy * g * (x - mean));
 //   norm_backward    grad_in = a[r] * g * dy + b[r] * (x - mean[r]) + c[r];
 //   norm_column_grads  layer_norm's weight and bias gradients: per column, sums over the rows.
@@ -116,13 +117,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> stats(const Rows& r, double eps) 
   return {mean, var, invstd};
 }
 
-// norm_affine: rows of (x * scale[r] + shift[r]) * gamma + beta (gamma, beta undefined: absent).
-at::Tensor affine(const Rows& r, const at::Tensor& scale, const at::Tensor& shift, const at::Tensor& gamma,
-                  const at::Tensor& beta) {
+// norm_affine: rows of ((x - mean[r]) * scale[r] + shift[r]) * gamma + beta (gamma, beta
+// undefined: absent; shift undefined: 0).
+at::Tensor affine(const Rows& r, const at::Tensor& mean, const at::Tensor& scale, const at::Tensor& shift,
+                  const at::Tensor& gamma, const at::Tensor& beta) {
   at::Tensor out = empty_like_rows(r);
   const uint64_t flags = (gamma.defined() ? kGamma : 0) | (beta.defined() ? kBeta : 0);
   run_rows(kAffine, r.data, r,
-           {{r.data, Port::Data, false}, {scale, Port::Row, false}, {shift, Port::Row, false},
+           {{r.data, Port::Data, false}, {mean, Port::Row, false}, {scale, Port::Row, false},
+            {shift.defined() ? shift : at::zeros_like(mean), Port::Row, false},
             {gamma.defined() ? gamma : scale, Port::Column, false}, {beta.defined() ? beta : scale, Port::Column, false},
             {out, Port::Data, true}},
            std::nullopt, flags);
@@ -234,11 +237,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_batch_norm(
     mean = vec(*running_mean);
     istd = at::add(vec(*running_var), eps).rsqrt_();
   }
-  // out = x * alpha + beta, alpha = invstd * weight, beta = bias - mean * alpha (ATen's form).
+  // out = (x - mean) * (invstd * weight) + bias: ATen's x * alpha + (bias - mean * alpha), centred.
   const at::Tensor alpha = defined(weight) ? at::mul(istd, vec(*weight)) : istd;
-  at::Tensor beta = at::mul(mean, alpha).neg_();
-  if (defined(bias)) beta.add_(vec(*bias));
-  const at::Tensor out = from_channel_rows(affine(cr.rows, alpha, beta, {}, {}), input, cr);
+  const at::Tensor beta = defined(bias) ? vec(*bias) : at::Tensor();
+  const at::Tensor out = from_channel_rows(affine(cr.rows, mean, alpha, beta, {}, {}), input, cr);
   if (!training) {
     const auto none = input.options();
     return {out, at::empty({0}, none), at::empty({0}, none)};
@@ -327,8 +329,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm(const Kern
   const Rows r = layer_rows(input, normalized_shape.size(), lanes, word);
   const at::Tensor gamma = columns(weight, r.len, "layer_norm"), beta = columns(bias, r.len, "layer_norm");
   const auto [mean, var, rstd] = stats(r, eps);
-  // ATen's form: (x * rstd + (-mean * rstd)) * weight + bias.
-  const at::Tensor out = affine(r, rstd, at::mul(mean, rstd).neg_(), gamma, beta);
+  // (x - mean) * rstd * weight + bias: ATen's (x * rstd + (-mean * rstd)) * weight + bias, centred.
+  const at::Tensor out = affine(r, mean, rstd, {}, gamma, beta);
   const auto sizes = stat_sizes(input, normalized_shape.size());
   const at::ScalarType dtype = input.scalar_type();
   return {from_planes(out, input.sizes(), static_cast<int>(normalized_shape.size()), r.row_stride),
@@ -409,12 +411,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_group_norm(const Kern
   const auto [lanes, word] = words_of(kAffine, input);
   const GroupRows gr = group_rows(input, N, C, HxW, group, lanes, word);
   const auto [mean, var, rstd] = stats(gr.groups, eps);
-  // Per channel plane: scale = rstd * w[c], shift = b[c] - mean * scale (ATen's form).
+  // Per channel plane: (x - mean) * (rstd * w[c]) + b[c] (ATen's x * scale + (b[c] - mean * scale), centred).
   at::Tensor scale = per_plane(rstd, N, C, group);
   if (defined(weight)) scale = at::mul(scale.view({N, C}), vec(*weight)).view({N * C});
-  at::Tensor shift = at::mul(per_plane(mean, N, C, group), scale).neg_();
-  if (defined(bias)) shift = at::add(shift.view({N, C}), vec(*bias)).view({N * C});
-  const at::Tensor out = affine(gr.planes, scale, shift, {}, {});
+  const at::Tensor shift = defined(bias) ? vec(*bias).repeat({N}) : at::Tensor();
+  const at::Tensor out = affine(gr.planes, per_plane(mean, N, C, group), scale, shift, {}, {});
   const at::ScalarType dtype = input.scalar_type();
   return {from_planes(out, {N * C, HxW}, 1, gr.planes.row_stride).view(input.sizes()),
           mean.to(dtype).view({N, group}), rstd.to(dtype).view({N, group})};

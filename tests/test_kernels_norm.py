@@ -249,3 +249,31 @@ def test_statistics_without_cancellation(level, op):
     expected = (x64 - x64.mean(dims).view(shape)) / var.sqrt().view(shape)
     close(y, expected.float(), rtol=0, atol=4e-3)
     assert_kernels("stats", "affine")
+
+
+@pytest.mark.parametrize("op", ["batch_norm", "layer_norm", "group_norm"])
+def test_sum_backward(level, op):
+    """y.sum().backward() hands the backward an expanded gradient (stride 0 everywhere): the kernels
+    read its one plane for every row (flags bit 2) instead of a dense copy."""
+    aten_fpga.reset_stats()
+    x = inputs((3, 4, 6, 7), torch.float32, False, seed=9)
+    g = torch.Generator().manual_seed(19)
+    w, b = torch.rand(4, generator=g) + 0.5, torch.randn(4, generator=g)
+    lw, lb = torch.rand(6, 7, generator=g) + 0.5, torch.randn(6, 7, generator=g)
+
+    def run(x, w, b, lw, lb):
+        if op == "batch_norm":
+            return F.batch_norm(x, None, None, w, b, training=True)
+        if op == "layer_norm":
+            return F.layer_norm(x, (6, 7), lw, lb)
+        return F.group_norm(x, 2, w, b)
+
+    cpu = [t.clone().requires_grad_() for t in (x, w, b, lw, lb)]
+    (run(*cpu) * 1).sum().backward()  # a non-uniform scale would hide the expansion: none here
+    dev = [on_device(t, True) for t in (x, w, b, lw, lb)]
+    run(*dev).sum().backward()
+    for d, c in zip(dev, cpu):
+        if c.grad is not None:
+            close(d.grad, c.grad, **GRAD_TOL[torch.float32])
+    assert_ran()
+    assert_kernels("grad_stats", "backward")

@@ -34,7 +34,8 @@ const KernelRef kBackward{"norm_backward"};
 const KernelRef kColumnGrads{"norm_column_grads"};
 
 constexpr int64_t kMaxColumns = 16384;  // MAX_COLS of kernels/hls/norm: layer_norm's weight on chip
-constexpr uint64_t kGamma = 1, kBeta = 2;  // the kernels' flags: which column vectors they read
+// The kernels' flags: which column vectors they read; `grad` is one plane, repeated.
+constexpr uint64_t kGamma = 1, kBeta = 2, kRepeatedGrad = 4;
 
 bool defined(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
@@ -46,7 +47,21 @@ at::Tensor vec(const at::Tensor& t) { return t.to(at::kFloat).contiguous().view(
 struct Rows {
   at::Tensor data;
   int64_t rows, segs, len, row_stride, seg_stride;
+  bool repeated = false;  // `data` is one plane, the same for every row and segment (a gradient only)
 };
+
+// If every dim of `t` before its last `inner` has stride 0 (the expanded gradient of y.sum()): that
+// one plane as [1, pitch]; else undefined.
+at::Tensor repeated_plane(const at::Tensor& t, int inner, int64_t pitch, int64_t word) {
+  if (t.dim() <= inner) return {};
+  at::Tensor plane = t;
+  for (int64_t d = 0; d < t.dim() - inner; ++d) {
+    if (t.size(d) > 1 && t.stride(d) != 0) return {};
+    plane = plane.narrow(d, 0, 1);
+  }
+  return to_planes(plane, inner, pitch, word);
+}
+
 
 // Port word facts of a kernel: (elements per word of its first port, bytes per word).
 std::pair<int64_t, int64_t> words_of(const KernelRef& ref, const at::Tensor& x) {
@@ -56,8 +71,8 @@ std::pair<int64_t, int64_t> words_of(const KernelRef& ref, const at::Tensor& x) 
 
 // Each of `ports` (in the kernel's order) is data laid out as `r.data` (Data: offset by the rows a
 // unit skips), a per-row vector (Row), a column vector (Column: whole, to every unit), or a unit's
-// own `len` column sums (Partial: [units, len]).
-enum class Port { Data, Row, Column, Partial };
+// own `len` column sums (Partial: [units, len]), or one plane every row reads (Plane: a repeated gradient).
+enum class Port { Data, Row, Column, Partial, Plane };
 struct Operand {
   at::Tensor t;
   Port kind;
@@ -132,6 +147,10 @@ at::Tensor affine(const Rows& r, const at::Tensor& mean, const at::Tensor& scale
   return out;
 }
 
+// A gradient's port: its rows, or its one repeated plane.
+Operand gradient(const Rows& g) { return {g.data, g.repeated ? Port::Plane : Port::Data, false}; }
+uint64_t repeated(const Rows& g) { return g.repeated ? kRepeatedGrad : 0; }
+
 // norm_grad_stats: (sum(dy * g), sum(dy * g * (x - mean[r]))) per row, g = gamma or 1; `grad`
 // laid out as `x`.
 std::pair<at::Tensor, at::Tensor> grad_stats(const Rows& grad, const Rows& x, const at::Tensor& mean,
@@ -139,10 +158,10 @@ std::pair<at::Tensor, at::Tensor> grad_stats(const Rows& grad, const Rows& x, co
   const auto opts = x.data.options().dtype(at::kFloat);
   at::Tensor sum_dy = at::empty({x.rows}, opts), sum_dy_xmu = at::empty({x.rows}, opts);
   run_rows(kGradStats, x.data, x,
-           {{grad.data, Port::Data, false}, {x.data, Port::Data, false}, {mean, Port::Row, false},
+           {gradient(grad), {x.data, Port::Data, false}, {mean, Port::Row, false},
             {gamma.defined() ? gamma : mean, Port::Column, false}, {sum_dy, Port::Row, true},
             {sum_dy_xmu, Port::Row, true}},
-           std::nullopt, gamma.defined() ? kGamma : 0);
+           std::nullopt, (gamma.defined() ? kGamma : 0) | repeated(grad));
   return {sum_dy, sum_dy_xmu};
 }
 
@@ -151,10 +170,10 @@ at::Tensor backward(const Rows& grad, const Rows& x, const at::Tensor& a, const 
                     const at::Tensor& mean, const at::Tensor& gamma) {
   at::Tensor out = empty_like_rows(x);
   run_rows(kBackward, x.data, x,
-           {{grad.data, Port::Data, false}, {x.data, Port::Data, false}, {a, Port::Row, false},
+           {gradient(grad), {x.data, Port::Data, false}, {a, Port::Row, false},
             {b, Port::Row, false}, {c, Port::Row, false}, {mean, Port::Row, false},
             {gamma.defined() ? gamma : a, Port::Column, false}, {out, Port::Data, true}},
-           std::nullopt, gamma.defined() ? kGamma : 0);
+           std::nullopt, (gamma.defined() ? kGamma : 0) | repeated(grad));
   return out;
 }
 
@@ -166,9 +185,9 @@ std::pair<at::Tensor, at::Tensor> column_grads(const Rows& grad, const Rows& x, 
   const auto opts = x.data.options().dtype(at::kFloat);
   at::Tensor gg = at::empty({cus, x.len}, opts), gb = at::empty({cus, x.len}, opts);
   const int64_t units = run_rows(kColumnGrads, x.data, x,
-                                 {{grad.data, Port::Data, false}, {x.data, Port::Data, false}, {mean, Port::Row, false},
+                                 {gradient(grad), {x.data, Port::Data, false}, {mean, Port::Row, false},
                                   {invstd, Port::Row, false}, {gg, Port::Partial, true}, {gb, Port::Partial, true}},
-                                 std::nullopt, 0);
+                                 std::nullopt, repeated(grad));
   if (units == 1) return {gg[0], gb[0]};
   return {gg.narrow(0, 0, units).sum(0), gb.narrow(0, 0, units).sum(0)};  // zero units: empty sums
 }
@@ -189,13 +208,14 @@ struct ChannelRows {
   bool gathered;
 };
 
-ChannelRows channel_rows(const at::Tensor& x, int64_t lanes, int64_t word) {
+ChannelRows channel_rows(const at::Tensor& x, int64_t lanes, int64_t word, bool gradient = false) {
   TORCH_CHECK(x.dim() >= 2, "batch_norm: expected an input of 2 or more dims, got ", x.dim());
   const int64_t n = x.size(0), c = x.size(1), plane = x.numel() / (n * c);
   const int inner = static_cast<int>(x.dim()) - 2;
   if (plane >= lanes) {
     const int64_t pitch = round_up(plane, lanes);
-    return {{to_planes(x, inner, pitch, word), c, n, plane, pitch, c * pitch}, false};
+    const at::Tensor one = gradient ? repeated_plane(x, inner, pitch, word) : at::Tensor();
+    return {{one.defined() ? one : to_planes(x, inner, pitch, word), c, n, plane, pitch, c * pitch, one.defined()}, false};
   }
   const int64_t pitch = round_up(n * plane, lanes);
   return {{to_planes(x.transpose(0, 1), inner + 1, pitch, word), c, 1, n * plane, pitch, 0}, true};
@@ -257,7 +277,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_batch_norm_backward(
   kernel_for(kernel, input.scalar_type(), input.device());
   if (grad_out.scalar_type() != input.scalar_type()) throw KernelUnavailable("batch_norm_backward of mixed dtypes");
   const auto [lanes, word] = words_of(kBackward, input);
-  const ChannelRows cx = channel_rows(input, lanes, word), cg = channel_rows(grad_out, lanes, word);
+  const ChannelRows cx = channel_rows(input, lanes, word), cg = channel_rows(grad_out, lanes, word, true);
   const at::Tensor mean = vec(train ? *save_mean : *running_mean);
   const at::Tensor istd = train ? vec(*save_invstd) : at::add(vec(*running_var), eps).rsqrt_();
   const auto [sum_dy, dotp] = grad_stats(cg.rows, cx.rows, mean, {});
@@ -289,13 +309,16 @@ namespace {
 
 // The input as [outer, inner] rows, inner = the normalized dims; each row at least `min_words` port
 // words long (padded).
-Rows layer_rows(const at::Tensor& x, size_t normalized_dims, int64_t lanes, int64_t word, int64_t min_words = 1) {
+Rows layer_rows(const at::Tensor& x, size_t normalized_dims, int64_t lanes, int64_t word, int64_t min_words = 1,
+                bool gradient = false) {
   TORCH_CHECK(normalized_dims >= 1 && normalized_dims <= static_cast<size_t>(x.dim()),
               "layer_norm: normalized_shape has ", normalized_dims, " dims, the input ", x.dim());
   int64_t inner = 1;
   for (int64_t d = x.dim() - static_cast<int64_t>(normalized_dims); d < x.dim(); ++d) inner *= x.size(d);
   const int64_t pitch = round_up(std::max(inner, min_words * lanes), lanes);
-  return {to_planes(x, static_cast<int>(normalized_dims), pitch, word), x.numel() / inner, 1, inner, pitch, 0};
+  const int nd = static_cast<int>(normalized_dims);
+  const at::Tensor one = gradient ? repeated_plane(x, nd, pitch, word) : at::Tensor();
+  return {one.defined() ? one : to_planes(x, nd, pitch, word), x.numel() / inner, 1, inner, pitch, 0, one.defined()};
 }
 
 // The per-row statistics' shape: the input's leading dims, then 1 per normalized dim.
@@ -351,7 +374,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
   const bool params = (output_mask[1] && defined(weight)) || (output_mask[2] && defined(bias));
   if (params) kernel_for(kColumnGrads, input.scalar_type(), input.device());
   const int64_t min_words = params ? AFPGA_REDUCE_PARTIALS : 1;
-  const Rows x = layer_rows(input, nd, lanes, word, min_words), g = layer_rows(grad_out, nd, lanes, word, min_words);
+  const Rows x = layer_rows(input, nd, lanes, word, min_words), g = layer_rows(grad_out, nd, lanes, word, min_words, true);
   const at::Tensor gamma = columns(weight, x.len, "layer_norm_backward");
   if (params && x.len > kMaxColumns) {
     throw KernelUnavailable("layer_norm_backward with " + std::to_string(x.len) + " normalized elements");
@@ -386,12 +409,15 @@ struct GroupRows {
   Rows groups, planes;
 };
 
-GroupRows group_rows(const at::Tensor& x, int64_t n, int64_t c, int64_t hw, int64_t group, int64_t lanes, int64_t word) {
+GroupRows group_rows(const at::Tensor& x, int64_t n, int64_t c, int64_t hw, int64_t group, int64_t lanes, int64_t word,
+                     bool gradient = false) {
   TORCH_CHECK(group > 0 && c % group == 0, "group_norm: ", c, " channels do not split into ", group, " groups");
   TORCH_CHECK(x.numel() == n * c * hw, "group_norm: an input of ", x.sizes(), " is not N=", n, " C=", c, " HxW=", hw);
   const int64_t pitch = round_up(hw, lanes), cg = c / group;
-  const at::Tensor data = to_planes(x.reshape({n * c, hw}), 1, pitch, word);
-  return {{data, n * group, cg, hw, cg * pitch, pitch}, {data, n * c, 1, hw, pitch, 0}};
+  const at::Tensor planes = x.reshape({n * c, hw});
+  const at::Tensor one = gradient ? repeated_plane(planes, 1, pitch, word) : at::Tensor();
+  const at::Tensor data = one.defined() ? one : to_planes(planes, 1, pitch, word);
+  return {{data, n * group, cg, hw, cg * pitch, pitch, one.defined()}, {data, n * c, 1, hw, pitch, 0, one.defined()}};
 }
 
 // A [N, G] statistic per channel plane: [N * C].
@@ -429,7 +455,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_group_norm_backward(
   kernel_for(kernel, input.scalar_type(), input.device());
   if (grad_out.scalar_type() != input.scalar_type()) throw KernelUnavailable("group_norm_backward of mixed dtypes");
   const auto [lanes, word] = words_of(kBackward, input);
-  const GroupRows x = group_rows(input, N, C, HxW, group, lanes, word), g = group_rows(grad_out, N, C, HxW, group, lanes, word);
+  const GroupRows x = group_rows(input, N, C, HxW, group, lanes, word), g = group_rows(grad_out, N, C, HxW, group, lanes, word, true);
   const int64_t cg = C / group;
   const at::Tensor m = per_plane(vec(mean), N, C, group), r = per_plane(vec(rstd), N, C, group);
   // Per channel plane: db = sum(dy), ds = sum(dy * (x - mean)).

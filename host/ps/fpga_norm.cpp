@@ -62,7 +62,6 @@ at::Tensor repeated_plane(const at::Tensor& t, int inner, int64_t pitch, int64_t
   return to_planes(plane, inner, pitch, word);
 }
 
-
 // Port word facts of a kernel: (elements per word of its first port, bytes per word).
 std::pair<int64_t, int64_t> words_of(const KernelRef& ref, const at::Tensor& x) {
   const KernelInfo& info = kernel_for(ref, x.scalar_type(), x.device());
@@ -70,8 +69,8 @@ std::pair<int64_t, int64_t> words_of(const KernelRef& ref, const at::Tensor& x) 
 }
 
 // Each of `ports` (in the kernel's order) is data laid out as `r.data` (Data: offset by the rows a
-// unit skips), a per-row vector (Row), a column vector (Column: whole, to every unit), or a unit's
-// own `len` column sums (Partial: [units, len]), or one plane every row reads (Plane: a repeated gradient).
+// unit skips), a per-row vector (Row), a column vector (Column: whole, to every unit), a unit's own
+// `len` column sums (Partial: [units, len]), or one plane every row reads (Plane: a repeated gradient).
 enum class Port { Data, Row, Column, Partial, Plane };
 struct Operand {
   at::Tensor t;

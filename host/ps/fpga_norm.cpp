@@ -6,7 +6,8 @@
 //                    gamma + beta (centred first: a large mean costs the output no digits);
 //   norm_grad_stats  the backward's two sums per row: sum(dy * g) and sum(dy * g * (x - mean));
 //   norm_backward    grad_in = a[r] * g * dy + b[r] * (x - mean[r]) + c[r];
-//   norm_column_grads  layer_norm's weight and bias gradients: per column, sums over the rows.
+//   norm_grad_stats_cols  layer_norm's: norm_grad_stats and, in the same pass, the weight's and
+//                    bias' gradients (per column, sums over the rows).
 // A row is `segs` segments of `len` elements (batch_norm: one per sample of the channel), laid out
 // as [planes, pitch] on the device (planes.h). The few per-row vectors between the passes (the
 // coefficients from the statistics, weights and running stats) are float32 pointwise kernels.
@@ -31,7 +32,7 @@ const KernelRef kStats{"norm_stats"};
 const KernelRef kAffine{"norm_affine"};
 const KernelRef kGradStats{"norm_grad_stats"};
 const KernelRef kBackward{"norm_backward"};
-const KernelRef kColumnGrads{"norm_column_grads"};
+const KernelRef kGradStatsCols{"norm_grad_stats_cols"};
 
 constexpr int64_t kMaxColumns = 16384;  // MAX_COLS of kernels/hls/norm: layer_norm's weight on chip
 // The kernels' flags: which column vectors they read; `grad` is one plane, repeated.
@@ -176,19 +177,26 @@ at::Tensor backward(const Rows& grad, const Rows& x, const at::Tensor& a, const 
   return out;
 }
 
-// norm_column_grads: per column, the sums over the rows of dy * (x - mean[r]) * invstd[r] and of dy
-// (rows of at least AFPGA_REDUCE_PARTIALS words: layer_rows' min_words).
-std::pair<at::Tensor, at::Tensor> column_grads(const Rows& grad, const Rows& x, const at::Tensor& mean,
-                                               const at::Tensor& invstd) {
-  const int cus = kernel_for(kColumnGrads, x.data.scalar_type(), x.data.device()).cus;
+// norm_grad_stats_cols: norm_grad_stats' row sums (g = gamma), and per column the sums over the
+// rows of dy * (x - mean[r]) * invstd[r] and of dy (rows of at least AFPGA_REDUCE_PARTIALS words:
+// layer_rows' min_words). Returns (sum_dy, sum_dy_xmu, grad_gamma, grad_beta).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> grad_stats_cols(const Rows& grad, const Rows& x,
+                                                                              const at::Tensor& mean,
+                                                                              const at::Tensor& invstd,
+                                                                              const at::Tensor& gamma) {
+  const int cus = kernel_for(kGradStatsCols, x.data.scalar_type(), x.data.device()).cus;
   const auto opts = x.data.options().dtype(at::kFloat);
+  at::Tensor sum_dy = at::empty({x.rows}, opts), sum_dy_xmu = at::empty({x.rows}, opts);
   at::Tensor gg = at::empty({cus, x.len}, opts), gb = at::empty({cus, x.len}, opts);
-  const int64_t units = run_rows(kColumnGrads, x.data, x,
-                                 {gradient(grad), {x.data, Port::Data, false}, {mean, Port::Row, false},
-                                  {invstd, Port::Row, false}, {gg, Port::Partial, true}, {gb, Port::Partial, true}},
-                                 std::nullopt, repeated(grad));
-  if (units == 1) return {gg[0], gb[0]};
-  return {gg.narrow(0, 0, units).sum(0), gb.narrow(0, 0, units).sum(0)};  // zero units: empty sums
+  const int64_t units = run_rows(
+      kGradStatsCols, x.data, x,
+      {gradient(grad), {x.data, Port::Data, false}, {mean, Port::Row, false}, {invstd, Port::Row, false},
+       {gamma.defined() ? gamma : mean, Port::Column, false}, {sum_dy, Port::Row, true},
+       {sum_dy_xmu, Port::Row, true}, {gg, Port::Partial, true}, {gb, Port::Partial, true}},
+      std::nullopt, (gamma.defined() ? kGamma : 0) | repeated(grad));
+  if (units == 1) return {sum_dy, sum_dy_xmu, gg[0], gb[0]};
+  // Zero units: empty sums.
+  return {sum_dy, sum_dy_xmu, gg.narrow(0, 0, units).sum(0), gb.narrow(0, 0, units).sum(0)};
 }
 
 void check(const at::Tensor& input, const char* op) {
@@ -368,10 +376,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
   if (grad_out.scalar_type() != input.scalar_type()) throw KernelUnavailable("layer_norm_backward of mixed dtypes");
   const auto [lanes, word] = words_of(kBackward, input);
   const size_t nd = normalized_shape.size();
-  // Rows of at least AFPGA_REDUCE_PARTIALS words when norm_column_grads runs: it adds each row into
-  // the column sums on chip, one word per cycle.
+  // Rows of at least AFPGA_REDUCE_PARTIALS words when norm_grad_stats_cols runs: it adds each row
+  // into the column sums on chip, one word per cycle.
   const bool params = (output_mask[1] && defined(weight)) || (output_mask[2] && defined(bias));
-  if (params) kernel_for(kColumnGrads, input.scalar_type(), input.device());
+  kernel_for(params ? kGradStatsCols : kGradStats, input.scalar_type(), input.device());
   const int64_t min_words = params ? AFPGA_REDUCE_PARTIALS : 1;
   const Rows x = layer_rows(input, nd, lanes, word, min_words), g = layer_rows(grad_out, nd, lanes, word, min_words, true);
   const at::Tensor gamma = columns(weight, x.len, "layer_norm_backward");
@@ -379,21 +387,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm_backward(
     throw KernelUnavailable("layer_norm_backward with " + std::to_string(x.len) + " normalized elements");
   }
   const at::Tensor m = vec(mean), r = vec(rstd);
-  at::Tensor grad_input, grad_weight, grad_bias;
+  // The row sums db = sum(dy * w) and ds = sum(dy * w * (x - mean)) (ATen's, centred), with the
+  // weight's and bias' gradients (per column: sums of dy * xhat and of dy) in the same pass.
+  at::Tensor db, ds, grad_input, grad_weight, grad_bias;
+  if (params) {
+    at::Tensor gg, gb;
+    std::tie(db, ds, gg, gb) = grad_stats_cols(g, x, m, r, gamma);
+    if (output_mask[1] && defined(weight)) grad_weight = gg.view(weight->sizes()).to(weight->scalar_type());
+    if (output_mask[2] && defined(bias)) grad_bias = gb.view(bias->sizes()).to(bias->scalar_type());
+  } else if (output_mask[0]) {
+    std::tie(db, ds) = grad_stats(g, x, m, gamma);
+  }
   if (output_mask[0]) {
-    // grad_in = rstd * (dy * w) - (x - mean) * ds * rstd^3 / N - db * rstd / N, with the row sums
-    // db = sum(dy * w) and ds = sum(dy * w * (x - mean)) (ATen's, centred).
-    const auto [db, ds] = grad_stats(g, x, m, gamma);
+    // grad_in = rstd * (dy * w) - (x - mean) * ds * rstd^3 / N - db * rstd / N.
     const double n = static_cast<double>(x.len);
     const at::Tensor b = at::mul(ds, r).mul_(r).mul_(r).mul_(-1.0 / n);
     const at::Tensor c = at::mul(db, r).mul_(-1.0 / n);
     grad_input = from_planes(backward(g, x, r, b, c, m, gamma), input.sizes(), static_cast<int>(nd), x.row_stride);
-  }
-  // The affine parameters' gradients: per column, sums over the rows of grad * xhat and of grad.
-  if (params) {
-    const auto [gg, gb] = column_grads(g, x, m, r);
-    if (output_mask[1] && defined(weight)) grad_weight = gg.view(weight->sizes()).to(weight->scalar_type());
-    if (output_mask[2] && defined(bias)) grad_bias = gb.view(bias->sizes()).to(bias->scalar_type());
   }
   return {grad_input, grad_weight, grad_bias};
 }

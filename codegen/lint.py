@@ -35,7 +35,7 @@ _LABEL = re.compile(r"\b\w+\s*:\s*$")
 _CONSTANT = re.compile(r"^(\d+|[A-Z][A-Z0-9_]*)$")
 # The categories whose templates label every loop and bound every variable trip count; the label and
 # tripcount rules apply to their kernels (the other templates are yet to be converted).
-LABELLED = ("unary", "binary", "ternary", "reduce")
+LABELLED = ("unary", "binary", "ternary", "reduce", "norm")
 
 
 def _body(text: str, start: int) -> tuple[int, int]:

@@ -33,7 +33,9 @@ def counted_step(module, x, t):
 # Measured on the opt=4 image (bench/bench_compile.py prints them): what a step's fused kernels
 # save today. The GEMM epilogue (bias + activation in the GEMM's store stage) is not fused yet, so
 # the GEMM-bound MLP and CNN steps save little; these bounds keep what is there from regressing.
-FEWER = {"mlp": (1.1, 1.04), "scores": (1.7, 1.7), "cnn": (1.0, 1.0)}  # (launches, bytes) eager / compiled >=
+# Eager LayerNorm runs the norm kernels (two passes each way), which left the scores step's saving
+# at 1.42x launches and 1.44x bytes (it was 1.7x against the earlier pointwise composition).
+FEWER = {"mlp": (1.1, 1.04), "scores": (1.4, 1.4), "cnn": (1.0, 1.0)}  # (launches, bytes) eager / compiled >=
 
 
 @pytest.mark.parametrize("name", list(cm.MODELS))
@@ -56,5 +58,6 @@ def test_training_step_matches_eager(name):
         torch.testing.assert_close(pc.grad.cpu(), pe.grad.cpu(), rtol=1e-4, atol=1e-5, msg=n)
     assert aten_fpga.report()["aten_fpga::fused"]["launches"] >= 1
     fewer_launches, fewer_bytes = FEWER[name]
+    print("RATIOS", launches_e, launches_c, bytes_e / bytes_c)
     assert launches_e >= fewer_launches * launches_c, (launches_e, launches_c)
     assert bytes_e >= fewer_bytes * bytes_c, (bytes_e, bytes_c)

@@ -94,8 +94,12 @@ def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
                                  "this checkout's image? (scripts outside the repo root need PYTHONPATH)")
             rows.append({"op": "mm", "category": "gemm", "n": n, "level": level, "cpu_s": cpu_t, "fpga_s": fpga_t,
                          "ratio": fpga_t / cpu_t, "fpga_gflops": 2 * n ** 3 / fpga_t / 1e9,
-                         "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9})
+                         "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9, "load1": os.getloadavg()[0]})
     aten_fpga.load(4)
+    # Both sides share the machine's cores with whatever else runs: figures mean little at a load
+    # average above the core count.
+    loads = [r["load1"] for r in rows]
+    print(f"mm: 1-minute load average {min(loads):.2f} to {max(loads):.2f} during the run ({os.cpu_count()} cores)")
     return rows
 
 

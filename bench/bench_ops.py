@@ -98,7 +98,7 @@ def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
     aten_fpga.load(4)
     # Both sides share the machine's cores with whatever else runs: figures mean little at a load
     # average above the core count.
-    loads = [r["load1"] for r in rows]
+    loads = [r["load1"] for r in rows] or [os.getloadavg()[0]]
     print(f"mm: 1-minute load average {min(loads):.2f} to {max(loads):.2f} during the run ({os.cpu_count()} cores)")
     return rows
 

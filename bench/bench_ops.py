@@ -7,7 +7,8 @@ Inputs are resident on the device (as in a chain of FPGA ops); each figure is th
 of one op call, output allocation included on both sides. The ratio is fpga time / CPU time (lower
 is better; the target at opt=4 with one CU per core is <= 1.25 for binary and unary ops at 2^24).
 Matrix products (the gemm category) are measured as square float32 `mm` of n x n x n (run_mm), n
-from 64 to 2048, with GFLOP/s; the target at opt=4 is <= 4 at n = 1024.
+from 64 to 2048, with GFLOP/s; the target at opt=4 is <= 4 at n = 1024. `--mm-image LABEL=FOLDER`
+times more images beside the levels' (an XCL_OPT 4 build with another gemm_pe, copied aside).
 """
 from __future__ import annotations
 
@@ -75,16 +76,18 @@ def run(quick: bool, levels: list[int], only: tuple[str, ...] = (), exponents: t
     return {"benchmark": "ops", "machine": machine(), "quick": quick, "rows": rows}
 
 
-def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
-    """Square float32 mm, n x n times n x n, inputs resident on the device; GFLOP/s = 2 n^3 / time."""
+def run_mm(levels: list[int], sizes: list[int], images: dict[str, str] | None = None) -> list[dict]:
+    """Square float32 mm, n x n times n x n, inputs resident on the device; GFLOP/s = 2 n^3 / time.
+    `images`: more images to time beside the levels' (label -> image folder), e.g. an XCL_OPT 4
+    build with another gemm_pe; their rows carry the label as their level."""
     rows = []
     for n in sizes:
         g = torch.Generator().manual_seed(n)
         a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
         repeat = 3 if n >= 1024 else 10
         cpu_t = median_seconds(lambda: a @ b, repeat, min_time=0.2)
-        for level in levels:
-            aten_fpga.load(level)
+        for level, image in [(level, level) for level in levels] + list((images or {}).items()):
+            aten_fpga.load(image)
             fa, fb = a.to("fpga") * 1, b.to("fpga") * 1  # made by a kernel: valid on the device only
             aten_fpga.reset_stats()
             fpga_t = median_seconds(lambda: fa @ fb, repeat, min_time=0.2 if n < 2048 else 0.0)
@@ -94,8 +97,12 @@ def run_mm(levels: list[int], sizes: list[int]) -> list[dict]:
                                  "this checkout's image? (scripts outside the repo root need PYTHONPATH)")
             rows.append({"op": "mm", "category": "gemm", "n": n, "level": level, "cpu_s": cpu_t, "fpga_s": fpga_t,
                          "ratio": fpga_t / cpu_t, "fpga_gflops": 2 * n ** 3 / fpga_t / 1e9,
-                         "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9})
+                         "cpu_gflops": 2 * n ** 3 / cpu_t / 1e9, "load1": os.getloadavg()[0]})
     aten_fpga.load(4)
+    # Both sides share the machine's cores with whatever else runs: figures mean little at a load
+    # average above the core count.
+    loads = [r["load1"] for r in rows] or [os.getloadavg()[0]]
+    print(f"mm: 1-minute load average {min(loads):.2f} to {max(loads):.2f} during the run ({os.cpu_count()} cores)")
     return rows
 
 
@@ -107,14 +114,14 @@ def plot(doc: dict, name: str = "ops.png") -> str | None:
     cats = sorted({r["category"] for r in rows})
     fig, axes = plt.subplots(1, len(cats), figsize=(5 * len(cats), 4), squeeze=False)
     for ax, cat in zip(axes[0], cats):
-        for level in sorted({r["level"] for r in rows}):
+        for level in sorted({r["level"] for r in rows}, key=str):
             pts = {}
             for r in rows:
                 if r["category"] == cat and r["level"] == level:
                     pts.setdefault(r["n"], []).append(r["ratio"])
             xs = sorted(pts)
             ys = [sorted(pts[x])[len(pts[x]) // 2] for x in xs]  # median over the category's ops
-            ax.plot(xs, ys, marker="o", label=f"opt={level}")
+            ax.plot(xs, ys, marker="o", label=f"opt={level}" if isinstance(level, int) else level)
         ax.axhline(1.0, color="grey", lw=0.8)
         target = 4.0 if cat == "gemm" else 1.25
         ax.axhline(target, color="red", lw=0.8, ls="--", label=f"target {target:g}")
@@ -134,6 +141,8 @@ def main(argv=None) -> int:
     p.add_argument("--ops", default="", help="only these ops (ATen base names, comma separated)")
     p.add_argument("--sizes", default="", help="element counts as powers of two, e.g. 10,24")
     p.add_argument("--mm-sizes", default="", help="n of the n x n x n mm (default 64,...,2048; --quick: to 512)")
+    p.add_argument("--mm-image", action="append", default=[], metavar="LABEL=FOLDER",
+                   help="also time mm on this image folder, e.g. 'opt=4 gemm_pe=32x48=build/emu/pe32x48' (repeatable)")
     p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "ops.json"))
     args = p.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
@@ -143,7 +152,7 @@ def main(argv=None) -> int:
     if not only or "mm" in only:
         mm_sizes = [int(x) for x in args.mm_sizes.split(",") if x] or \
             [2 ** e for e in range(6, 10 if args.quick else 12)]
-        doc["rows"] += run_mm(levels, mm_sizes)
+        doc["rows"] += run_mm(levels, mm_sizes, dict(x.rsplit("=", 1) for x in args.mm_image))
     print_table(["op", "n", "opt", "cpu ms", "fpga ms", "fpga/cpu", "fpga GFLOP/s"],
                 [[r["op"], r["n"], r["level"], r["cpu_s"] * 1e3, r["fpga_s"] * 1e3, r["ratio"], r.get("fpga_gflops", "")]
                  for r in doc["rows"]])

@@ -9,7 +9,9 @@ Tolerance: the kernel's float32 sums of k products differ from the CPU's (anothe
 by at most about k * eps * sum_p |a_ip * b_pj| (the classic bound); results are compared with the
 product in float64 against that bound, plus half an ulp of the result dtype. Integer-valued inputs,
 whose sums are exact in float32, must match the CPU bit for bit."""
+import subprocess
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -68,7 +70,8 @@ def mm_check(a, b, fn=torch.mm, op="mm"):
     ran(op)
 
 
-# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3, 256 x 384 at 4), k
+# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3; at 4, 128 x 256 in the
+# emulated image's default 16 x 32 PE array, 256 x 384 in the U250's 32 x 48), k
 # longer than one chunk, one row, one column.
 SHAPES = [(1, 1, 1), (5, 1, 7), (64, 64, 64), (65, 33, 129), (3, 200, 5), (130, 70, 300), (1, 300, 17),
           (17, 300, 1), (257, 129, 385)]
@@ -305,3 +308,72 @@ def test_mlp_training_step():
     assert s["addmm"]["fpga"] == 40 and s["mm"]["fpga"] == 60, s  # 2 forward, 3 backward per step
     fallbacks = {op for op, v in s.items() if v["cpu_fallback"]}
     assert fallbacks <= MLP_NON_GEMM_FALLBACKS, fallbacks - MLP_NON_GEMM_FALLBACKS
+
+
+# The XCL_OPT 4 kernel alone, compiled by g++ as the emulated image compiles it, driven on products
+# of random floats: m x n x k, the transpose bits, beta (0 or not), k not a whole chunk, m and n not
+# whole tiles. The driver prints every output's bits.
+PE_DRIVER = r"""
+#include <cstdio>
+#include <cstring>
+#include "gemm.cpp"
+using namespace v_gemm_float32_opt4;
+static unsigned seed = 12345;
+static float rnd() { seed = seed * 1664525u + 1013904223u; return float(int(seed >> 8) - (1 << 23)) / float(1 << 20); }
+static uint64_t whole(uint64_t x) { return (x + LANES - 1) / LANES * LANES; }
+static V* words(uint64_t elements) {
+  V* p = new V[whole(elements) / LANES + 1];  // -faligned-new: whole 64-byte words
+  for (uint64_t i = 0; i < whole(elements); ++i) reinterpret_cast<T*>(p)[i] = rnd();
+  return p;
+}
+int main() {
+  const uint64_t cases[][5] = {{130, 300, 200, 0, 0}, {257, 385, 129, 1, 1}, {65, 33, 1000, 2, 0},
+                               {1, 17, 70, 3, 1}, {300, 520, 64, 0, 1}, {40, 50, 0, 0, 1}};
+  for (const auto& cs : cases) {
+    const uint64_t m = cs[0], n = cs[1], k = cs[2], trans = cs[3];
+    const float beta = cs[4] ? 0.5f : 0.0f;
+    const uint64_t lda = whole(trans & 1 ? m : k), ldb = whole(trans & 2 ? k : n), ldc = whole(n);
+    V* a = words((trans & 1 ? k : m) * lda);
+    V* b = words((trans & 2 ? n : k) * ldb);
+    V* c = words(m * ldc);
+    v_gemm_float32(a, b, c, 1.5f, beta, m, n, k, 1, trans, lda, ldb, ldc, 0, 0, 0);
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t j = 0; j < n; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, reinterpret_cast<T*>(c) + i * ldc + j, 4);
+        std::printf("%08x\n", bits);
+      }
+    delete[] a, delete[] b, delete[] c;
+  }
+}
+"""
+
+
+def test_pe_geometry_does_not_change_results(tmp_path):
+    """Each output of the XCL_OPT 4 kernel is one float32 sum in k order whatever the PE array, so
+    every gemm_pe gives the same bits: the emulated image's default 16 x 32, the U250's 32 x 48 and
+    a 4 x 4 (many small tiles). This is why the emulated image may run the array its CPU runs fastest."""
+    from codegen import library as kernel_library
+    from codegen.gen_hls import template_env
+    from codegen.generate import HLS_ROOT, ROOT
+    from codegen.model import DTYPES, Kernel
+
+    kernel = Kernel(kernel_library.load_library(HLS_ROOT)["gemm"].ops["gemm"], DTYPES["float32"])
+    (tmp_path / "gemm.cpp").write_text(template_env(HLS_ROOT).get_template("gemm/opt4.cpp.j2").render(
+        kernel=kernel, op=kernel.op, dtype=kernel.dtype, level=4))
+    (tmp_path / "driver.cpp").write_text(PE_DRIVER)
+
+    def run(pe):
+        exe = tmp_path / f"pe_{pe[0]}x{pe[1]}"
+        # The emulated image's flags (site_scons/afpga/emu.py) that bear on the arithmetic.
+        subprocess.run(["g++", "-std=c++14", "-faligned-new", "-O3", "-march=native", "-ffp-contract=off",
+                        "-Wno-unknown-pragmas", "-Wno-unused-label", f"-DAFPGA_GEMM_PE_M={pe[0]}",
+                        f"-DAFPGA_GEMM_PE_N={pe[1]}", *(f"-I{ROOT}/kernels/hls/{d}" for d in ("emu/include", "include")),
+                        f"-I{tmp_path}", str(tmp_path / "driver.cpp"), "-o", str(exe)], check=True)
+        return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+
+    with ThreadPoolExecutor(2) as pool:
+        default, u250, small = pool.map(run, [(16, 32), (32, 48), (4, 4)])
+    assert len(default) == 130 * 300 + 257 * 385 + 65 * 33 + 17 + 300 * 520 + 40 * 50
+    assert len(set(default)) > len(default) // 2  # distinct sums, not a constant
+    assert default == u250 and default == small

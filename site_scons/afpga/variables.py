@@ -121,7 +121,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v.Add("gemm_pe", "the GEMM kernel's PE array at XCL_OPT 4, PMxPN float multiply-adds per cycle (multiples of 4, "
                      "4-64; default per platform, the largest within ~70% of its DSPs: "
                      + ", ".join(f"{a} {platforms.gemm_pe_default(platforms.PLATFORMS[n])}"
-                                 for a, n in platforms.ALIASES.items()) + ")", "", _gemm_pe)
+                                 for a, n in platforms.ALIASES.items())
+                     + f"; target=emu: {platforms.gemm_pe_default(None, 'emu')}, the array the host CPU runs fastest, "
+                       "with the same results as any other)", "", _gemm_pe)
     v.Add("fused", "v++ targets: also build the fused kernels (torch.compile) whose sources "
                    "`python -m aten_fpga.compile export <folder>` wrote into this folder", "")
     return v
@@ -138,5 +140,5 @@ def config(env) -> Config:
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt, platform, target),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
-                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform)).split("x")),
+                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform, target)).split("x")),
                   bool(env["cus"]), env["fused"])

@@ -3,9 +3,10 @@ model (frozen dataclasses; the codegen renders them, codegen.py).
 
 A group is a maximal set of pointwise nodes of one dtype and one shape (inputs may broadcast: a
 trailing row, one value per row, or one value), optionally ending in one reduction over the last
-dim. Every pointwise node maps to an op of the kernel library (kernels/hls/<category>/ops.yaml)
-through POINTWISE below, so the fused kernel computes with the table kernels' own element
-functions."""
+dim; or a GEMM (`mm`, `addmm`) with the pointwise chain that consumes its output (views of it
+included), which its write stage applies: a fused GEMM. Every pointwise node maps to an op of the
+kernel library (kernels/hls/<category>/ops.yaml) through POINTWISE below, so the fused kernel
+computes with the table kernels' own element functions."""
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,12 @@ from codegen.plan import HLS_ROOT
 
 aten = torch.ops.aten
 
-# The most pointer arguments a kernel may have (kernels/hls/emu/image.h), less its two sizes.
+# The most arguments a kernel may have (AFPGA_EMU_MAX_ARGS, kernels/hls/emu/image.h).
+MAX_ARGS = 24
+# The most pointer arguments of a fused pointwise kernel: its ports and its two sizes fill the ABI.
 MAX_PORTS = 14
+# The epilogue ports of a fused GEMM: the GEMM kernel's own 16 arguments leave these.
+MAX_EPILOGUE_PORTS = MAX_ARGS - 16
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,33 @@ class FusedKernel:
         return 512 // max(p.dtype.bits for p in self.ports)
 
 
+@dataclass(frozen=True)
+class GemmEpilogue:
+    """A fused GEMM: the table's GEMM kernel (kernels/hls/gemm, c = alpha * a @ b + beta * self)
+    whose write stage applies `steps` to each element of c, the GEMM's value `gemm` (rounded to the
+    dtype as the table kernel stores it). Its ports follow the GEMM's arguments: the epilogue's
+    inputs (addmm's self among them: `beta_port`), then its outputs after c."""
+
+    dtype: DType
+    beta_port: str  # the input port holding addmm's self, or "" (mm, or beta = 0)
+    inputs: tuple[Port, ...]
+    steps: tuple[Step, ...]
+    c_value: str  # the value c stores: "gemm" or a step's
+    outputs: tuple[Port, ...]  # further outputs, in c's layout
+
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        return self.inputs + self.outputs
+
+    @property
+    def name(self) -> str:
+        return "v_fused_gemm_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+
+    @property
+    def lanes(self) -> int:
+        return 512 // self.dtype.bits
+
+
 # --- aten ops -> library ops ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -121,6 +153,12 @@ POINTWISE: dict = {
     aten.sigmoid_backward.default: ElementOp("binary/sigmoid_backward", ("grad_output", "output")),
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
+
+# Products whose write stage may apply a chain: 2-D, one batch item (kernels/hls/gemm).
+GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")}  # the a and b operands
+
+# Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
+VIEWS = (aten.view.default, aten._unsafe_view.default)
 
 # Reductions that may end a chain: over the last dim only (the kernel's rows).
 REDUCTIONS = {
@@ -213,12 +251,69 @@ def reduction_ok(node: fx.Node, full) -> bool:
     return args.get("dtype") is None and [d % len(full) for d in dims] == [len(full) - 1]
 
 
+def gemm_ok(node: fx.Node) -> bool:
+    """A product a fused GEMM can compute: 2-D float operands of the chain's dtype; addmm's self
+    broadcasts as the kernel's epilogue reads it."""
+    v = _meta(node)
+    if node.op != "call_function" or node.target not in GEMMS or v is None or v.dtype not in DTYPES_FUSED:
+        return False
+    args = bind(node)
+    ab = [_meta(args[o]) for o in GEMMS[node.target]]
+    if any(t is None or t.dim() != 2 or t.dtype != v.dtype for t in ab):
+        return False
+    if node.target is aten.addmm.default:
+        s = _meta(args["self"])
+        if s is None or s.dtype != v.dtype or input_mode(tuple(s.shape), tuple(v.shape)) is None:
+            return False
+        return not isinstance(args.get("beta", 1), fx.Node) and not isinstance(args.get("alpha", 1), fx.Node)
+    return True
+
+
+def _numel(shape):
+    return math.prod(shape) if shape else 1
+
+
+def _fits_gemm(shape, gemm_shape) -> bool:
+    """A value of `shape` is the GEMM's [m, n] output in its layout: rows of n, m * n elements."""
+    known = torch.fx.experimental.symbolic_shapes.statically_known_true
+    return len(shape) >= 1 and known(shape[-1] == gemm_shape[-1]) and known(_numel(shape) == _numel(gemm_shape))
+
+
+def _epilogue_ports(nodes: list) -> int:
+    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands and its outputs
+    but one (c)."""
+    members = set(nodes)
+    gemm = nodes[0]
+    own = {bind(gemm)[o] for o in GEMMS[gemm.target]}
+    inputs = {a for n in nodes for a in n.all_input_nodes if a not in members} - own
+    outputs = [n for n in nodes if any(u not in members for u in n.users)]
+    return len(inputs) + max(0, len(outputs) - 1)
+
+
 @dataclass
 class Group:
     nodes: list
     shape: tuple
     dtype: torch.dtype
     reduction: fx.Node | None = None
+    gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
+
+
+def _joins_gemm(node: fx.Node, g: Group) -> bool:
+    """Whether `node` extends the chain of fused GEMM `g`: a view of a member in the GEMM's layout,
+    or a pointwise op in it whose other operands the epilogue reads in place."""
+    v = _meta(node)
+    if v is None or not _fits_gemm(tuple(v.shape), g.shape):
+        return False
+    members = set(g.nodes)
+    if node.op == "call_function" and node.target in VIEWS:
+        return bind(node)["self"] in members and v.dtype == g.dtype
+    if not pointwise_ok(node) or v.dtype != g.dtype:
+        return False
+    others = [a for a in node.all_input_nodes if a not in members]
+    if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
+        return False
+    return _epilogue_ports(g.nodes + [node]) <= MAX_EPILOGUE_PORTS
 
 
 def _ports_needed(nodes: list, reduction) -> int:
@@ -250,7 +345,11 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes if group_of.get(a) is not g)
             if through_other:
                 continue
-            if pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
+            if g.gemm is not None:
+                if _joins_gemm(node, g):
+                    chosen = g
+                    break
+            elif pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
                 if _ports_needed(g.nodes + [node], None) <= MAX_PORTS:
                     chosen = g
                     break
@@ -262,13 +361,21 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         if chosen is not None:
             chosen.nodes.append(node)
             group_of[node] = chosen
-        elif node not in group_of and pointwise_ok(node):
-            g = Group([node], tuple(v.shape), v.dtype)
+        elif node not in group_of and (pointwise_ok(node) or gemm_ok(node)):
+            g = Group([node], tuple(v.shape), v.dtype, gemm=node if node.target in GEMMS else None)
             groups.append(g)
             group_of[node] = g
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
-    return [g for g in groups if len(g.nodes) + (g.reduction is not None) >= 2]
+    return [g for g in groups if _gains(g)]
+
+
+def _gains(g: Group) -> bool:
+    """A group saves launches: two or more ops, or an addmm (unfused, its bias is first copied into c)."""
+    if g.gemm is not None:
+        ops = [n for n in g.nodes if n.target not in VIEWS]
+        return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
+    return len(g.nodes) + (g.reduction is not None) >= 2
 
 
 def _literal(value) -> str:
@@ -284,13 +391,14 @@ def _literal(value) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """A group, as the graph and the kernel see it: the graph nodes feeding each input port, the
-    nodes whose values each output port stores, and the kernel."""
+    """A group, as the graph and the kernel see it: the graph nodes feeding each input port (a
+    fused GEMM's a and b first), the nodes whose values each output port stores (a fused GEMM's c
+    first), and the kernel."""
 
-    kernel: FusedKernel
+    kernel: FusedKernel | GemmEpilogue
     inputs: tuple  # fx.Node per input port
     outputs: tuple  # fx.Node per output port (the reduction's last)
-    shape: tuple  # the chain's full shape (symbolic sizes allowed)
+    shape: tuple  # the chain's full shape, a fused GEMM's [m, n] (symbolic sizes allowed)
 
 
 def plan(group: Group, modes: dict | None = None) -> Plan:
@@ -298,31 +406,53 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
     whose broadcast the kernel cannot read)."""
     members = set(group.nodes) | ({group.reduction} if group.reduction else set())
     dtype = DTYPES[str(group.dtype).replace("torch.", "")]
+    gemm = group.gemm
     in_nodes: list = []
     ports_in: list[Port] = []
     values: dict = {}
+    steps: list[Step] = []
 
-    def operand(a, step_ix: int) -> str:
+    def operand(a, shape) -> str:
+        """The C++ name of operand `a` of a value of `shape`."""
         if isinstance(a, fx.Node):
             if a in values:
                 return values[a]
             if a not in in_nodes:
-                m = (modes or {}).get(a) or input_mode(tuple(_meta(a).shape), group.shape) or "full"
+                m = (modes or {}).get(a) or input_mode(tuple(_meta(a).shape), shape) or "full"
                 in_nodes.append(a)
                 ports_in.append(Port(f"in{len(ports_in)}", DTYPES[str(_meta(a).dtype).replace("torch.", "")], m))
             return f"x_{ports_in[in_nodes.index(a)].name}"
-        return f"f{step_ix}::M(f{step_ix}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
+        i = len(steps)
+        return f"f{i}::M(f{i}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
 
-    steps = []
-    for i, n in enumerate(group.nodes):
-        spec = POINTWISE[n.target]
+    beta_port = ""
+    if gemm is not None:
+        args = bind(gemm)
+        gemm_ab = tuple(args[o] for o in GEMMS[gemm.target])
+        values[gemm] = "gemm"
+        if gemm.target is aten.addmm.default and args.get("beta", 1) != 0:
+            beta_port = operand(args["self"], group.shape)[len("x_"):]
+    for n in group.nodes:
+        if n is gemm:
+            continue
         args = bind(n)
+        if n.target in VIEWS:
+            values[n] = values[args["self"]]
+            continue
+        spec = POINTWISE[n.target]
         op = library_op(spec.kernel)
         fns = dict(spec.scalars)
+        i = len(steps)
+        shape = tuple(_meta(n).shape)
         scalars = tuple(f"f{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-        steps.append(Step(f"v{i}", op, dtype, tuple(operand(args[o], i) for o in spec.operands), scalars))
+        step_args = tuple(operand(args[o], shape) for o in spec.operands)
+        steps.append(Step(f"v{i}", op, dtype, step_args, scalars))
         values[n] = f"v{i}"
     out_nodes = [n for n in group.nodes if any(u not in members for u in n.users)]
+    if gemm is not None:
+        kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
+                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)))
+        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes), group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:

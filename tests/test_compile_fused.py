@@ -344,3 +344,27 @@ def test_gemm_epilogue_renders_lint_clean_at_every_level(tmp_path, monkeypatch):
         for lv in (1, 2, 3, 4):
             assert codegen.lint(kernel, lv) == [], (kernel.name, lv)
     assert os.path.exists(cache.build(addmm, 4))
+
+
+def test_chain_ending_in_a_whole_reduction():
+    """A loss: a chain reduced over every element (mean, sum) is one kernel, run with one row."""
+    def f(y, t, b):
+        d = (y + b) - t
+        return (d * d).mean(), torch.exp(y).sum()
+
+    g = torch.Generator().manual_seed(7)
+    y, t, b = torch.randn(8, 4, 64, generator=g), torch.randn(8, 4, 64, generator=g), torch.randn(64, generator=g)
+    dev = [on_device(v) for v in (y, t, b)]
+    expected = f(*dev)
+    compiled = torch.compile(f, backend="aten_fpga")
+    compiled(*dev)
+    aten_fpga.reset_stats()
+    got = compiled(*dev)
+    launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+    # two fused kernels, and the bias made dense first (a whole reduction reads no broadcast row):
+    # no mean or sum kernel
+    assert launched["aten_fpga::fused"] == 2 and set(launched) == {"aten_fpga::fused", "copy_"}, launched
+    for a, e, c in zip(got, expected, f(y, t, b)):
+        assert a.shape == e.shape == ()
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a.cpu(), c, rtol=1e-5, atol=1e-5)

@@ -160,11 +160,14 @@ GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")
 # Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
 VIEWS = (aten.view.default, aten._unsafe_view.default)
 
-# Reductions that may end a chain: over the last dim only (the kernel's rows).
+# Reductions that may end a chain: over the last dim (the kernel's rows), or over every element
+# (the kernel then runs with one row: inner = size).
 REDUCTIONS = {
     aten.sum.dim_IntList: "afpga::reduce::Sum",
     aten.mean.dim: "afpga::reduce::Mean",
     aten.amax.default: "afpga::reduce::Max",
+    aten.sum.default: "afpga::reduce::Sum",
+    aten.mean.default: "afpga::reduce::Mean",
 }
 
 # The dtypes fused kernels are generated for: those the element functions are exact or
@@ -239,6 +242,14 @@ def pointwise_ok(node: fx.Node) -> bool:
     return True
 
 
+def reduces_all(node: fx.Node) -> bool:
+    """A reduction over every element of its input (its kernel runs with one row)."""
+    dims = bind(node).get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    rank = len(_meta(bind(node)["self"]).shape)
+    return not dims or sorted(d % rank for d in dims) == list(range(rank))
+
+
 def reduction_ok(node: fx.Node, full) -> bool:
     if node.op != "call_function" or node.target not in REDUCTIONS:
         return False
@@ -248,7 +259,7 @@ def reduction_ok(node: fx.Node, full) -> bool:
         return False
     dims = args.get("dim")
     dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return args.get("dtype") is None and [d % len(full) for d in dims] == [len(full) - 1]
+    return args.get("dtype") is None and ([d % len(full) for d in dims] == [len(full) - 1] or reduces_all(node))
 
 
 def gemm_ok(node: fx.Node) -> bool:

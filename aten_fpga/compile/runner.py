@@ -12,7 +12,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import cache
-from .fuse import GemmEpilogue, Group, Plan, bind, input_mode, plan
+from .fuse import GemmEpilogue, Group, Plan, bind, input_mode, plan, reduces_all
 
 # Every fused kernel this process ran, by name: what `export` writes for a card's build.
 RECORDED: dict = {}
@@ -91,7 +91,8 @@ class FusedGroup(torch.nn.Module):
         shape = torch.broadcast_shapes(*(t.shape for t in inputs))
         device = next(t.device for t in inputs)
         numel = shape.numel()
-        inner = shape[-1] if len(shape) else 1
+        whole = self.group.reduction is not None and reduces_all(self.group.reduction)
+        inner = numel if whole else shape[-1] if len(shape) else 1  # a whole reduction: one row
         level = image_level() if _C.device_kind() == "emu" else 4
         lanes = self.plan.kernel.lanes
         rows_in_words = inner % lanes == 0 or level < 4
@@ -100,7 +101,7 @@ class FusedGroup(torch.nn.Module):
         modes, operands = [], []
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
-            if mode is None or (mode in ("row", "col") and not rows_in_words):
+            if mode is None or (mode in ("row", "col") and (whole or not rows_in_words)):
                 t, mode = t.expand(shape), "full"  # made dense on the device below
             modes.append(mode)
             operands.append(_port(t))
@@ -113,7 +114,9 @@ class FusedGroup(torch.nn.Module):
         if kernel.reduction is not None:
             red = self.group.reduction.meta["val"]
             keep = red.dim() == len(shape)
-            outs.append(torch.empty((*shape[:-1], 1) if keep else shape[:-1], dtype=self.group.dtype, device=device))
+            kept = (1,) * len(shape) if whole else (*shape[:-1], 1)
+            reduced = () if whole else shape[:-1]
+            outs.append(torch.empty(kept if keep else reduced, dtype=self.group.dtype, device=device))
         _C.fused_run(kernel.name, operands, outs, [numel, inner])
         return tuple(outs)
 

@@ -10,7 +10,7 @@ from codegen import abi
 from codegen.gen_hls import template_env
 from codegen.plan import HLS_ROOT
 
-from .fuse import FusedKernel, GemmEpilogue, library_op
+from .fuse import MAX_COLUMNS, FusedKernel, GemmEpilogue, library_op
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,7 +26,7 @@ def render(kernel: FusedKernel | GemmEpilogue, level: int) -> str:
         return _env().get_template(f"gemm/opt{level}.cpp.j2").render(
             kernel=kernel, op=library_op("gemm/gemm"), dtype=kernel.dtype, level=level, epi=kernel)
     return _env().get_template(f"fused/opt{level}.cpp.j2").render(
-        fk=kernel, level=level, lanes=kernel.lanes, partials=abi.REDUCE_PARTIALS)
+        fk=kernel, level=level, lanes=kernel.lanes, partials=abi.REDUCE_PARTIALS, max_columns=MAX_COLUMNS)
 
 
 def lint(kernel: FusedKernel | GemmEpilogue, level: int) -> list[str]:

@@ -57,7 +57,8 @@ class Reduction:
     functor: str  # the reduce kernels' functor, afpga::reduce::Sum
     value: str  # the value reduced
     value_port: str  # a port of the value's dtype (its C type in the template)
-    port: Port  # one element per row
+    port: Port  # one element per row, or per column
+    columns: bool = False  # over every dim but the last (a bias gradient): one element per column
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,9 @@ GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")
 # Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
 VIEWS = (aten.view.default, aten._unsafe_view.default)
 
-# Reductions that may end a chain: over the last dim (the kernel's rows), or over every element
-# (the kernel then runs with one row: inner = size).
+# Reductions that may end a chain: over the last dim (the kernel's rows), over every element (the
+# kernel then runs with one row: inner = size), or -- sum and mean -- over every dim but the last
+# (the kernel's columns: a bias gradient), of a member or of a view of it that keeps its rows.
 REDUCTIONS = {
     aten.sum.dim_IntList: "afpga::reduce::Sum",
     aten.mean.dim: "afpga::reduce::Mean",
@@ -250,16 +252,48 @@ def reduces_all(node: fx.Node) -> bool:
     return not dims or sorted(d % rank for d in dims) == list(range(rank))
 
 
-def reduction_ok(node: fx.Node, full) -> bool:
-    if node.op != "call_function" or node.target not in REDUCTIONS:
-        return False
+# A column reduction keeps one accumulator per column and partial (kernels/hls/fused): at most this
+# many columns; a chain with wider rows runs its reduction unfused.
+MAX_COLUMNS = 4096
+COLUMN_REDUCTIONS = (aten.sum.dim_IntList, aten.mean.dim)
+
+
+def reduces_columns(node: fx.Node) -> bool:
+    """A reduction over every dim of its input but the last: one result per column."""
     args = bind(node)
-    src, v = _meta(args["self"]), _meta(node)
-    if src is None or v is None or v.dtype != src.dtype or not _same_shape(src.shape, full) or len(full) == 0:
-        return False
     dims = args.get("dim")
     dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return args.get("dtype") is None and ([d % len(full) for d in dims] == [len(full) - 1] or reduces_all(node))
+    rank = len(_meta(args["self"]).shape)
+    return node.target in COLUMN_REDUCTIONS and rank >= 2 and sorted(d % rank for d in dims) == list(range(rank - 1))
+
+
+def reduced_member(node: fx.Node, g) -> fx.Node | None:
+    """The member of group `g` that reduction `node` reduces: its input, or the input of a view of
+    it that keeps the rows (a column reduction only)."""
+    src = bind(node)["self"]
+    if src in g.nodes:
+        return src
+    if (isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS and bind(src)["self"] in g.nodes
+            and reduces_columns(node) and _fits_gemm(tuple(_meta(src).shape), g.shape)):
+        return bind(src)["self"]
+    return None
+
+
+def reduction_ok(node: fx.Node, g) -> bool:
+    if node.op != "call_function" or node.target not in REDUCTIONS or g.gemm is not None:
+        return False
+    args = bind(node)
+    member = reduced_member(node, g)
+    src, v = _meta(args["self"]), _meta(node)
+    if member is None or src is None or v is None or v.dtype != src.dtype or v.dtype != g.dtype or len(g.shape) == 0:
+        return False
+    if reduces_columns(node):
+        return args.get("dtype") is None
+    dims = args.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    full = g.shape
+    return (_same_shape(src.shape, full) and args.get("dtype") is None
+            and ([d % len(full) for d in dims] == [len(full) - 1] or reduces_all(node)))
 
 
 def gemm_ok(node: fx.Node) -> bool:
@@ -350,10 +384,14 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         chosen = None
         v = _meta(node)
         candidates = [group_of[a] for a in node.all_input_nodes if a in group_of]
+        view = _viewed_member(node)  # a reduction of a view of a member: the member's group
+        if view is not None and view[1] in group_of:
+            candidates.append(group_of[view[1]])
         for g in candidates:
             if g.reduction is not None:
                 continue
-            through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes if group_of.get(a) is not g)
+            through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes
+                                if group_of.get(a) is not g and (view is None or a is not view[0]))
             if through_other:
                 continue
             if g.gemm is not None:
@@ -364,7 +402,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
                 if _ports_needed(g.nodes + [node], None) <= MAX_PORTS:
                     chosen = g
                     break
-            elif reduction_ok(node, g.shape) and bind(node)["self"] in g.nodes and _meta(node).dtype == g.dtype:
+            elif reduction_ok(node, g):
                 if _ports_needed(g.nodes, node) <= MAX_PORTS:
                     g.reduction = node
                     group_of[node] = g
@@ -379,6 +417,16 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
     return [g for g in groups if _gains(g)]
+
+
+def _viewed_member(node: fx.Node):
+    """(the view, the node it views) when `node` is a reduction whose input is a view, else None."""
+    if node.op != "call_function" or node.target not in REDUCTIONS:
+        return None
+    src = bind(node)["self"]
+    if isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS:
+        return src, bind(src)["self"]
+    return None
 
 
 def _gains(g: Group) -> bool:
@@ -467,8 +515,9 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:
-        src = bind(group.reduction)["self"]
-        reduction = Reduction(REDUCTIONS[group.reduction.target], values[src], "red", Port("red", dtype, "reduced"))
+        src = reduced_member(group.reduction, group)
+        reduction = Reduction(REDUCTIONS[group.reduction.target], values[src], "red", Port("red", dtype, "reduced"),
+                              reduces_columns(group.reduction))
         out_nodes.append(group.reduction)
     kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction)
     return Plan(kernel, tuple(in_nodes), tuple(out_nodes), group.shape)

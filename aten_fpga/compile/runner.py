@@ -12,7 +12,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import cache
-from .fuse import GemmEpilogue, Group, Plan, bind, input_mode, plan, reduces_all
+from .fuse import MAX_COLUMNS, GemmEpilogue, Group, Plan, bind, input_mode, plan, reduces_all, reduces_columns
 
 # Every fused kernel this process ran, by name: what `export` writes for a card's build.
 RECORDED: dict = {}
@@ -96,7 +96,12 @@ class FusedGroup(torch.nn.Module):
         level = image_level() if _C.device_kind() == "emu" else 4
         lanes = self.plan.kernel.lanes
         rows_in_words = inner % lanes == 0 or level < 4
-        if numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words):
+        columns = self.group.reduction is not None and reduces_columns(self.group.reduction)
+        if columns:  # one result per column, in the reduction's own shape
+            red_shape = tuple(self.group.reduction.meta["val"].shape)
+            columns_ok = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
+        if (numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words)
+                or (columns and not columns_ok)):
             return self.unfused(*inputs)
         modes, operands = [], []
         for t in inputs:
@@ -116,7 +121,8 @@ class FusedGroup(torch.nn.Module):
             keep = red.dim() == len(shape)
             kept = (1,) * len(shape) if whole else (*shape[:-1], 1)
             reduced = () if whole else shape[:-1]
-            outs.append(torch.empty(kept if keep else reduced, dtype=self.group.dtype, device=device))
+            out_shape = red_shape if columns else kept if keep else reduced
+            outs.append(torch.empty(out_shape, dtype=self.group.dtype, device=device))
         _C.fused_run(kernel.name, operands, outs, [numel, inner])
         return tuple(outs)
 

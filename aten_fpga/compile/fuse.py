@@ -59,6 +59,7 @@ class Reduction:
     value_port: str  # a port of the value's dtype (its C type in the template)
     port: Port  # one element per row, or per column
     columns: bool = False  # over every dim but the last (a bias gradient): one element per column
+    whole: bool = False  # over every element: one element
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,8 @@ GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")
 # Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
 VIEWS = (aten.view.default, aten._unsafe_view.default)
 
-# Reductions that may end a chain: over the last dim (the kernel's rows), over every element (the
-# kernel then runs with one row: inner = size), or -- sum and mean -- over every dim but the last
+# Reductions that may end a chain: over the last dim (the kernel's rows), over every element (its
+# rows' partials are never reset), or -- sum and mean -- over every dim but the last
 # (the kernel's columns: a bias gradient), of a member or of a view of it that keeps its rows.
 REDUCTIONS = {
     aten.sum.dim_IntList: "afpga::reduce::Sum",
@@ -245,7 +246,7 @@ def pointwise_ok(node: fx.Node) -> bool:
 
 
 def reduces_all(node: fx.Node) -> bool:
-    """A reduction over every element of its input (its kernel runs with one row)."""
+    """A reduction over every element of its input."""
     dims = bind(node).get("dim")
     dims = [dims] if isinstance(dims, int) else list(dims or [])
     rank = len(_meta(bind(node)["self"]).shape)
@@ -517,7 +518,7 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
     if group.reduction is not None:
         src = reduced_member(group.reduction, group)
         reduction = Reduction(REDUCTIONS[group.reduction.target], values[src], "red", Port("red", dtype, "reduced"),
-                              reduces_columns(group.reduction))
+                              reduces_columns(group.reduction), reduces_all(group.reduction))
         out_nodes.append(group.reduction)
     kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction)
     return Plan(kernel, tuple(in_nodes), tuple(out_nodes), group.shape)

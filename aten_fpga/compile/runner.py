@@ -92,7 +92,7 @@ class FusedGroup(torch.nn.Module):
         device = next(t.device for t in inputs)
         numel = shape.numel()
         whole = self.group.reduction is not None and reduces_all(self.group.reduction)
-        inner = numel if whole else shape[-1] if len(shape) else 1  # a whole reduction: one row
+        inner = shape[-1] if len(shape) else 1
         level = image_level() if _C.device_kind() == "emu" else 4
         lanes = self.plan.kernel.lanes
         rows_in_words = inner % lanes == 0 or level < 4
@@ -106,7 +106,7 @@ class FusedGroup(torch.nn.Module):
         modes, operands = [], []
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
-            if mode is None or (mode in ("row", "col") and (whole or not rows_in_words)):
+            if mode is None or (mode in ("row", "col") and not rows_in_words):
                 t, mode = t.expand(shape), "full"  # made dense on the device below
             modes.append(mode)
             operands.append(_port(t))

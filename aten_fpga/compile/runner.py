@@ -16,7 +16,7 @@ from .fuse import MAX_COLUMNS, GemmEpilogue, Group, Plan, bind, input_mode, plan
 
 # Every fused kernel this process ran, by name: what `export` writes for a card's build.
 RECORDED: dict = {}
-_loaded: set = set()
+_loaded: dict = {}  # kernel name -> the image level its loaded object was built for
 _warned: set = set()
 
 
@@ -31,9 +31,10 @@ def available(kernel, device: torch.device) -> bool:
     on a card, part of the loaded xclbin."""
     index = device.index or 0
     if _C.device_kind() == "emu":
-        if kernel.name not in _loaded:
-            _C.fused_load(cache.build(kernel, image_level()))
-            _loaded.add(kernel.name)
+        level = image_level()
+        if _loaded.get(kernel.name) != level:  # not loaded, or built for the image loaded before
+            _C.fused_load(cache.build(kernel, level))
+            _loaded[kernel.name] = level
         return True
     if _C.fused_available(kernel.name, index):
         return True

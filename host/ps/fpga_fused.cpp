@@ -34,6 +34,12 @@ std::map<std::string, std::unique_ptr<KernelInfo>>& loaded() {
   return *kernels;
 }
 
+// Kernels replaced by the same kernel at another image level, kept alive.
+std::vector<std::unique_ptr<KernelInfo>>& retired() {
+  static auto* kernels = new std::vector<std::unique_ptr<KernelInfo>>();
+  return *kernels;
+}
+
 // dlopens `path` (a fused kernel object) and registers its kernels; returns their names.
 std::vector<std::string> load_fused(const std::string& path) {
   TORCH_CHECK(device_kind() == "emu", "fused kernel objects run on the emulated device; on a card the fused "
@@ -53,7 +59,10 @@ std::vector<std::string> load_fused(const std::string& path) {
     const afpga_emu_kernel& code = compiled[i];
     names.emplace_back(code.name);
     auto& slot = loaded()[code.name];
-    if (slot) continue;  // the same content hash: the same kernel
+    if (slot && slot->handle == &code) continue;  // this object's kernel, loaded already
+    // The same kernel built for another image level (the loaded image changed): this object's
+    // replaces it; the old KernelInfo is kept, since a launch may still point at it.
+    if (slot) retired().push_back(std::move(slot));
     auto info = std::make_unique<KernelInfo>();
     info->name = code.name;
     info->cus = 1;  // one fused kernel instance: its dataflow stages are the parallelism

@@ -5,7 +5,10 @@ LayerNorm + softmax score block and the LeNet-style CNN: compile time (first cal
 fusion, g++ of the fused kernels unless cached), steps/s, kernel launches and device bytes the
 kernels read and write per step.
 
-    python bench/bench_compile.py [--models mlp scores cnn] [--steps 5] [--json PATH]
+    python bench/bench_compile.py [--models mlp scores cnn] [--steps 5] [--level 4] [--json PATH]
+
+--level loads another emulated image (scons opt=N) first: LeNet's fused kernels run unfused at
+XCL_OPT 4, whose ports need rows of whole 512-bit words.
 """
 from __future__ import annotations
 
@@ -84,8 +87,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=list(cm.MODELS), choices=list(cm.MODELS))
     p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "compile.json"))
+    p.add_argument("--level", type=int, default=4, help="the emulated image's XCL_OPT level (scons opt=N)")
+    p.add_argument("--json", help="default build/bench/compile.json (compile_optN.json for another level)")
     args = p.parse_args(argv)
+    aten_fpga.load(args.level)
+    name = "compile.json" if args.level == 4 else f"compile_opt{args.level}.json"
+    args.json = args.json or os.path.join(ROOT, "build", "bench", name)
     rows = [bench(name, args.steps) for name in args.models]
     print_table(["model", "compile s", "built", "cpu step/s", "eager step/s", "compiled step/s", "vs eager",
                  "launches eager", "compiled", "ratio", "bytes eager", "compiled", "ratio"],

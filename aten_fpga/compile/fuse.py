@@ -275,7 +275,7 @@ def reduced_member(node: fx.Node, g) -> fx.Node | None:
     if src in g.nodes:
         return src
     if (isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS and bind(src)["self"] in g.nodes
-            and reduces_columns(node) and _fits_gemm(tuple(_meta(src).shape), g.shape)):
+            and reduces_columns(node) and _same_rows(tuple(_meta(src).shape), g.shape)):
         return bind(src)["self"]
     return None
 
@@ -319,10 +319,11 @@ def _numel(shape):
     return math.prod(shape) if shape else 1
 
 
-def _fits_gemm(shape, gemm_shape) -> bool:
-    """A value of `shape` is the GEMM's [m, n] output in its layout: rows of n, m * n elements."""
+def _same_rows(shape, rows_shape) -> bool:
+    """A contiguous value of `shape` has the layout of one of `rows_shape` (a GEMM's [m, n] output):
+    the same last dim and the same number of elements."""
     known = torch.fx.experimental.symbolic_shapes.statically_known_true
-    return len(shape) >= 1 and known(shape[-1] == gemm_shape[-1]) and known(_numel(shape) == _numel(gemm_shape))
+    return len(shape) >= 1 and known(shape[-1] == rows_shape[-1]) and known(_numel(shape) == _numel(rows_shape))
 
 
 def _epilogue_ports(nodes: list) -> int:
@@ -330,8 +331,9 @@ def _epilogue_ports(nodes: list) -> int:
     but one (c)."""
     members = set(nodes)
     gemm = nodes[0]
-    own = {bind(gemm)[o] for o in GEMMS[gemm.target]}
-    inputs = {a for n in nodes for a in n.all_input_nodes if a not in members} - own
+    inputs = {a for n in nodes[1:] for a in n.all_input_nodes if a not in members}
+    if gemm.target is aten.addmm.default:
+        inputs.add(bind(gemm)["self"])
     outputs = [n for n in nodes if any(u not in members for u in n.users)]
     return len(inputs) + max(0, len(outputs) - 1)
 
@@ -349,7 +351,7 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     """Whether `node` extends the chain of fused GEMM `g`: a view of a member in the GEMM's layout,
     or a pointwise op in it whose other operands the epilogue reads in place."""
     v = _meta(node)
-    if v is None or not _fits_gemm(tuple(v.shape), g.shape):
+    if v is None or not _same_rows(tuple(v.shape), g.shape):
         return False
     members = set(g.nodes)
     if node.op == "call_function" and node.target in VIEWS:

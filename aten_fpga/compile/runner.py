@@ -98,11 +98,10 @@ class FusedGroup(torch.nn.Module):
         lanes = self.plan.kernel.lanes
         rows_in_words = inner % lanes == 0 or level < 4
         columns = self.group.reduction is not None and reduces_columns(self.group.reduction)
-        if columns:  # one result per column, in the reduction's own shape
-            red_shape = tuple(self.group.reduction.meta["val"].shape)
-            columns_ok = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
+        red_shape = tuple(self.group.reduction.meta["val"].shape) if columns else ()  # one result per column
+        columns_fit = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
         if (numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words)
-                or (columns and not columns_ok)):
+                or (columns and not columns_fit)):
             return self.unfused(*inputs)
         modes, operands = [], []
         for t in inputs:
@@ -126,7 +125,6 @@ class FusedGroup(torch.nn.Module):
             outs.append(torch.empty(out_shape, dtype=self.group.dtype, device=device))
         _C.fused_run(kernel.name, operands, outs, [numel, inner])
         return tuple(outs)
-
 
     def _gemm(self, a, b, *operands):
         """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can

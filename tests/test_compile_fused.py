@@ -394,3 +394,23 @@ def test_chain_ending_in_a_column_reduction(level):
         torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(a.cpu(), c, rtol=1e-5, atol=1e-5)
     assert launched == {"aten_fpga::fused": 2}, launched  # no sum kernel, no copy
+
+
+def test_column_sum_of_a_gemm_output_is_one_kernel():
+    """A bias gradient of a GEMM's output (no chain makes it): one fused kernel, where the reduce
+    driver launches two (a dense copy, then the reduction)."""
+    def f(x, w):
+        return torch.mm(x, w).sum(0, keepdim=True)
+
+    g = torch.Generator().manual_seed(9)
+    x, w = torch.randn(40, 32, generator=g), torch.randn(32, 48, generator=g)
+    dev = [on_device(v) for v in (x, w)]
+    expected, eager_launches, _ = counted(f, *dev)
+    compiled = torch.compile(f, backend="aten_fpga")
+    compiled(*dev)
+    got, fused_launches, _ = counted(compiled, *dev)
+    launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+    assert launched["aten_fpga::fused"] == 1 and not any(op.startswith("sum") for op in launched), launched
+    assert fused_launches == 2 < eager_launches, (fused_launches, eager_launches)  # mm, the column sum
+    torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), f(x, w), rtol=1e-5, atol=1e-4)

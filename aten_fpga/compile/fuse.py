@@ -272,7 +272,7 @@ def reduced_member(node: fx.Node, g) -> fx.Node | None:
     """The member of group `g` that reduction `node` reduces: its input, or the input of a view of
     it that keeps the rows (a column reduction only)."""
     src = bind(node)["self"]
-    if src in g.nodes:
+    if src in g.nodes or not g.nodes:  # a member, or the input of a column sum on its own
         return src
     if (isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS and bind(src)["self"] in g.nodes
             and reduces_columns(node) and _same_rows(tuple(_meta(src).shape), g.shape)):
@@ -417,6 +417,10 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             g = Group([node], tuple(v.shape), v.dtype, gemm=node if node.target in GEMMS else None)
             groups.append(g)
             group_of[node] = g
+        elif node not in group_of and column_sum_ok(node):
+            g = Group([], tuple(_meta(bind(node)["self"]).shape), v.dtype, reduction=node)
+            groups.append(g)
+            group_of[node] = g
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
     return [g for g in groups if _gains(g)]
@@ -432,12 +436,24 @@ def _viewed_member(node: fx.Node):
     return None
 
 
+def column_sum_ok(node: fx.Node) -> bool:
+    """A column reduction of a value no group makes (a GEMM's output, a copy's): a kernel of its own,
+    one launch where the reduce driver makes two (a dense copy with the reduced dims last, then the
+    reduce kernel)."""
+    if node.op != "call_function" or node.target not in COLUMN_REDUCTIONS:
+        return False
+    src, v = _meta(bind(node)["self"]), _meta(node)
+    return (src is not None and v is not None and v.dtype in DTYPES_FUSED and src.dtype == v.dtype
+            and bind(node).get("dtype") is None and reduces_columns(node))
+
+
 def _gains(g: Group) -> bool:
-    """A group saves launches: two or more ops, or an addmm (unfused, its bias is first copied into c)."""
+    """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
+    or a column reduction (unfused, the reduce driver copies first)."""
     if g.gemm is not None:
         ops = [n for n in g.nodes if n.target not in VIEWS]
         return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
-    return len(g.nodes) + (g.reduction is not None) >= 2
+    return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
 
 def _literal(value) -> str:
@@ -519,7 +535,8 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
     reduction = None
     if group.reduction is not None:
         src = reduced_member(group.reduction, group)
-        reduction = Reduction(REDUCTIONS[group.reduction.target], values[src], "red", Port("red", dtype, "reduced"),
+        value = values[src] if src in values else operand(src, group.shape)  # a column sum on its own reads its input
+        reduction = Reduction(REDUCTIONS[group.reduction.target], value, "red", Port("red", dtype, "reduced"),
                               reduces_columns(group.reduction), reduces_all(group.reduction))
         out_nodes.append(group.reduction)
     kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction)

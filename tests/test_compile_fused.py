@@ -414,3 +414,21 @@ def test_column_sum_of_a_gemm_output_is_one_kernel():
     assert fused_launches == 2 < eager_launches, (fused_launches, eager_launches)  # mm, the column sum
     torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.cpu(), f(x, w), rtol=1e-5, atol=1e-4)
+
+
+def test_column_and_whole_reductions_render_lint_clean_at_every_level():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, b):
+        y = x * b
+        return y, y.view(-1, 32).sum(0), (x - b).pow(2).mean(), torch.mm(x.view(-1, 32), x.view(-1, 32).t()).sum(0)
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(2, 4, 32), torch.randn(32))
+    kernels = [plan(g).kernel for g in partition(gm)]
+    kinds = sorted((len(k.steps) > 0, k.reduction.columns, k.reduction.whole) for k in kernels
+                   if getattr(k, "reduction", None) is not None)
+    # y's column sum (through a view), the loss's mean, the mm output's column sum on its own
+    assert kinds == [(False, True, False), (True, False, True), (True, True, False)], kinds
+    for kernel in kernels:
+        for lv in (1, 2, 3, 4):
+            assert codegen.lint(kernel, lv) == [], (kernel, lv)

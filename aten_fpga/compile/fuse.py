@@ -25,7 +25,8 @@ aten = torch.ops.aten
 
 # The most arguments a kernel may have (AFPGA_EMU_MAX_ARGS, kernels/hls/emu/image.h).
 MAX_ARGS = 24
-# The most pointer arguments of a fused pointwise kernel: its ports and its two sizes fill the ABI.
+# The most pointer arguments of a fused pointwise kernel: 16 arguments with its two sizes, as the
+# table's kernels at most.
 MAX_PORTS = 14
 # The epilogue ports of a fused GEMM: the GEMM kernel's own 16 arguments leave these.
 MAX_EPILOGUE_PORTS = MAX_ARGS - 16

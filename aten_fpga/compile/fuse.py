@@ -9,6 +9,7 @@ kernel library (kernels/hls/<category>/ops.yaml) through POINTWISE below, so the
 computes with the table kernels' own element functions."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ class FusedKernel:
     def ports(self) -> tuple[Port, ...]:
         return self.inputs + self.outputs + ((self.reduction.port,) if self.reduction else ())
 
-    @property
+    @functools.cached_property  # hashing its repr takes ~0.1 ms: once per kernel, not per call
     def name(self) -> str:
         """v_fused_<hash of what it computes>: the same graph gives the same kernel in any process."""
         return "v_fused_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -102,7 +103,7 @@ class GemmEpilogue:
     def ports(self) -> tuple[Port, ...]:
         return self.inputs + self.outputs
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         return "v_fused_gemm_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]
 

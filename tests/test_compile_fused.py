@@ -432,3 +432,31 @@ def test_column_and_whole_reductions_render_lint_clean_at_every_level():
     for kernel in kernels:
         for lv in (1, 2, 3, 4):
             assert codegen.lint(kernel, lv) == [], (kernel, lv)
+
+
+def test_float16_chain_and_gemm_epilogue_are_bit_exact(level):
+    """float16: each step computes in float32 and rounds to float16 as the table kernel stores, so
+    the fused chain and the fused GEMM equal eager bit for bit, at every level."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(10)
+    x, b, w = torch.randn(64, 48, generator=g), torch.randn(48, generator=g), torch.randn(64, 1, generator=g)
+    dev = [on_device(t.half()) for t in (x, b, w)]
+    eager = chain(*dev)
+    compiled = torch.compile(chain, backend="aten_fpga")
+    compiled(*dev)
+    aten_fpga.reset_stats()
+    out = compiled(*dev)
+    assert out.dtype == torch.float16 and aten_fpga.report()["aten_fpga::fused"]["launches"] == 1
+    torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=0, atol=0)
+
+    torch._dynamo.reset()
+    cpu = gemm_operands(rows=64, k=32, n=64, seed=11)
+    dev = [on_device(t.half()) for t in cpu]
+    eager = mlp_layer(*dev)
+    compiled = torch.compile(mlp_layer, backend="aten_fpga")
+    compiled(*dev)
+    aten_fpga.reset_stats()
+    out = compiled(*dev)
+    kernels = aten_fpga.report()["aten_fpga::fused"]["kernels"]
+    assert out.dtype == torch.float16 and all(k.startswith("v_fused_gemm_") for k in kernels), kernels
+    torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=0, atol=0)

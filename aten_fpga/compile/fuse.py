@@ -176,8 +176,9 @@ REDUCTIONS = {
 }
 
 # The dtypes fused kernels are generated for: those the element functions are exact or
-# ulp-bounded in for every op above.
-DTYPES_FUSED = (torch.float32,)
+# ulp-bounded in (float16 computes in float32, its opmath, and rounds at every step as the table
+# kernels store); an op is fused in a dtype its library entry lists.
+DTYPES_FUSED = (torch.float32, torch.float16)
 
 _library = None
 
@@ -234,7 +235,8 @@ def pointwise_ok(node: fx.Node) -> bool:
     v = _meta(node)
     if node.op != "call_function" or node.target not in POINTWISE or v is None or v.dtype not in DTYPES_FUSED:
         return False
-    if library_op(POINTWISE[node.target].kernel).port_dtypes:
+    op = library_op(POINTWISE[node.target].kernel)
+    if op.port_dtypes or str(v.dtype).replace("torch.", "") not in op.dtypes:
         return False
     args = bind(node)
     for name in POINTWISE[node.target].operands:

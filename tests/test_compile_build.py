@@ -25,29 +25,36 @@ def keep_global_rng():
         yield
 
 
-def fused_kernel():
-    gm = make_fx(lambda x, b: torch.tanh(F.gelu(x + b) * 0.5), tracing_mode="fake")(torch.randn(4, 32), torch.randn(32))
-    return plan(partition(gm)[0]).kernel
+def fused_kernels():
+    """A fused chain and a fused GEMM (a linear layer's addmm with its bias and relu)."""
+    def f(x, b, w):
+        return torch.tanh(F.gelu(x + b) * 0.5), F.relu(F.linear(x, w, b))
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 32), torch.randn(32), torch.randn(32, 32))
+    return [plan(g).kernel for g in partition(gm)]
 
 
 def test_hw_builds_the_exported_fused_kernels(tmp_path):
     repo = make_repo(tmp_path)
-    kernel = fused_kernel()
+    chain, gemm = fused_kernels()
     folder = tmp_path / "fused"
     folder.mkdir()
-    (folder / f"{kernel.name}.cpp").write_text(codegen.render(kernel, 4))
+    for kernel in (chain, gemm):
+        (folder / f"{kernel.name}.cpp").write_text(codegen.render(kernel, 4))
     ok(scons(repo, "target=hw", "platform=u250", "opt=4", f"fused={folder}", "xclbin"))
     runs = tool_log(repo)
     out = f"build/hw/{U250}/opt4"
     compiles = {r[r.index("-k") + 1]: r for r in runs if r[1] == "-c"}
-    assert set(compiles) == {"v_add_float32", "v_mul_float32", kernel.name}
-    assert compiles[kernel.name][-1] == str(folder / f"{kernel.name}.cpp")
+    assert set(compiles) == {"v_add_float32", "v_mul_float32", chain.name, gemm.name}
     link = runs[-1]
-    assert link[1] == "-l" and f"{out}/xo/{kernel.name}.xo" in link
     config = (repo / out / "connectivity.cfg").read_text()
-    # Each of its ports (in0, in1, out0) on a bank of its own, as the table's kernels' ports.
-    assert f"nk={kernel.name}:1:{kernel.name}_1" in config
-    assert all(f"sp={kernel.name}_1.{p}:DDR[" in config for p in ("in0", "in1", "out0"))
+    # Each of their ports on a bank of its own, as the table's kernels' ports: the chain's in0,
+    # in1, out0; the GEMM's a, b, c and its epilogue's bias in0.
+    for kernel, ports in ((chain, ("in0", "in1", "out0")), (gemm, ("a", "b", "c", "in0"))):
+        assert compiles[kernel.name][-1] == str(folder / f"{kernel.name}.cpp")
+        assert link[1] == "-l" and f"{out}/xo/{kernel.name}.xo" in link
+        assert f"nk={kernel.name}:1:{kernel.name}_1" in config
+        assert all(f"sp={kernel.name}_1.{p}:DDR[" in config for p in ports), (kernel.name, config)
 
 
 def test_fused_needs_a_card_target_and_sources(tmp_path):

@@ -30,16 +30,25 @@ def counted_step(module, x, t):
     return loss, sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values()), fallbacks
 
 
-# Measured on the opt=4 image (bench/bench_compile.py prints them): what a step's fused kernels
-# save today. The GEMM epilogue (bias + activation in the GEMM's store stage) is not fused yet, so
-# the GEMM-bound MLP and CNN steps save little; these bounds keep what is there from regressing.
-# Eager LayerNorm runs the norm kernels (two passes each way), which left the scores step's saving
-# at 1.42x launches and 1.44x bytes (it was 1.7x against the earlier pointwise composition).
-FEWER = {"mlp": (1.1, 1.04), "scores": (1.4, 1.4), "cnn": (1.0, 1.0)}  # (launches, bytes) eager / compiled >=
+# Measured with bench/bench_compile.py: launches 22 -> 9, 71 -> 26 on the opt=4 image, LeNet's
+# 106 -> 84 on the opt=2 image; bytes 1.92x, 2.53x, 1.01x. LeNet's GEMM outputs and class rows
+# (120, 84, 10 columns) are not whole 512-bit words, so at XCL_OPT 4 its fused kernels run unfused
+# (168 -> 168): it is checked on the opt=2 image. These bounds keep what is there from regressing.
+FEWER = {"mlp": (2.4, 1.9), "scores": (2.7, 2.5), "cnn": (1.2, 1.0)}  # (launches, bytes) eager / compiled >=
+LEVEL = {"cnn": 2}  # the image a model is checked on: the default (opt=4) unless named
 
 
 @pytest.mark.parametrize("name", list(cm.MODELS))
 def test_training_step_matches_eager(name):
+    level = LEVEL.get(name, 4)
+    aten_fpga.load(level)
+    try:
+        check_training_step(name)
+    finally:
+        aten_fpga.load(4)
+
+
+def check_training_step(name):
     torch._dynamo.reset()
     torch.manual_seed(0)
     base = cm.WithLoss(name, cm.MODELS[name]())

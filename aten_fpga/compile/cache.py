@@ -18,7 +18,7 @@ import time
 
 from .._paths import build_dir
 from . import codegen
-from .fuse import FusedKernel
+from .fuse import FusedKernel, GemmEpilogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HLS = os.path.join(ROOT, "kernels", "hls")
@@ -26,6 +26,22 @@ HLS = os.path.join(ROOT, "kernels", "hls")
 FLAGS = ["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-march=native", "-ffp-contract=off",
          "-fno-gnu-unique", "-fPIC", "-Wno-unknown-pragmas", "-Wno-unused-label", "-shared", "-DAFPGA_CUS=1"]
 PROGRESS_AFTER_S = 1.0
+
+
+@functools.lru_cache(maxsize=1)
+def _gemm_pe_flags() -> list[str]:
+    """The XCL_OPT 4 GEMM's PE array (a fused GEMM is that kernel): the emulated build's default,
+    from the build's platform table. A fused GEMM's values do not depend on it: each element of c
+    sums its products in k order on any array."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "afpga_platforms", os.path.join(ROOT, "site_scons", "afpga", "platforms.py"))
+    platforms = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = platforms  # its dataclasses look their module up
+    spec.loader.exec_module(platforms)
+    pm, pn = platforms.gemm_pe_default(platforms.PLATFORMS[platforms.DEFAULT]).split("x")
+    return [f"-DAFPGA_GEMM_PE_M={pm}", f"-DAFPGA_GEMM_PE_N={pn}"]
 
 # Counters of this process: report() of the compile package.
 STATS = {"compiled": 0, "cached": 0, "compile_seconds": 0.0}  # seconds: summed over kernels built side by side
@@ -62,14 +78,14 @@ def _toolchain_key() -> str:
     return h.hexdigest()
 
 
-def object_path(kernel: FusedKernel, level: int) -> tuple[str, str]:
+def object_path(kernel: FusedKernel | GemmEpilogue, level: int) -> tuple[str, str]:
     """(the cached object's path, the kernel's source at `level`)."""
     source = codegen.render(kernel, level)
-    key = hashlib.sha256("\0".join([source, " ".join(FLAGS), str(level), _toolchain_key()]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([source, " ".join(FLAGS + _gemm_pe_flags()), str(level), _toolchain_key()]).encode()).hexdigest()
     return os.path.join(cache_dir(), f"{kernel.name}_opt{level}_{key[:16]}.so"), source
 
 
-def build(kernel: FusedKernel, level: int) -> str:
+def build(kernel: FusedKernel | GemmEpilogue, level: int) -> str:
     """The path of the kernel's emulated object, compiled now unless cached."""
     path, source = object_path(kernel, level)
     if os.path.exists(path):
@@ -94,7 +110,7 @@ def build(kernel: FusedKernel, level: int) -> str:
         with open(unit, "w") as f:
             f.write(codegen.emu_unit(kernel, os.path.basename(src)))
         out = os.path.join(work, "kernel.so")
-        cmd = ["g++", *FLAGS, f"-DAFPGA_OPT_LEVEL={level}", *(f"-I{d}" for d in _includes()), "-o", out,
+        cmd = ["g++", *FLAGS, *_gemm_pe_flags(), f"-DAFPGA_OPT_LEVEL={level}", *(f"-I{d}" for d in _includes()), "-o", out,
                unit, os.path.join(HLS, "emu", "image.cpp")]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:

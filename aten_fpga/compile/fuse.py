@@ -3,11 +3,13 @@ model (frozen dataclasses; the codegen renders them, codegen.py).
 
 A group is a maximal set of pointwise nodes of one dtype and one shape (inputs may broadcast: a
 trailing row, one value per row, or one value), optionally ending in one reduction over the last
-dim. Every pointwise node maps to an op of the kernel library (kernels/hls/<category>/ops.yaml)
-through POINTWISE below, so the fused kernel computes with the table kernels' own element
-functions."""
+dim; or a GEMM (`mm`, `addmm`) with the pointwise chain that consumes its output (views of it
+included), which its write stage applies: a fused GEMM. Every pointwise node maps to an op of the
+kernel library (kernels/hls/<category>/ops.yaml) through POINTWISE below, so the fused kernel
+computes with the table kernels' own element functions."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -22,8 +24,13 @@ from codegen.plan import HLS_ROOT
 
 aten = torch.ops.aten
 
-# The most pointer arguments a kernel may have (kernels/hls/emu/image.h), less its two sizes.
+# The most arguments a kernel may have (AFPGA_EMU_MAX_ARGS, kernels/hls/emu/image.h).
+MAX_ARGS = 24
+# The most pointer arguments of a fused pointwise kernel: 16 arguments with its two sizes, as the
+# table's kernels at most.
 MAX_PORTS = 14
+# The epilogue ports of a fused GEMM: the GEMM kernel's own 16 arguments leave these.
+MAX_EPILOGUE_PORTS = MAX_ARGS - 16
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,9 @@ class Reduction:
     functor: str  # the reduce kernels' functor, afpga::reduce::Sum
     value: str  # the value reduced
     value_port: str  # a port of the value's dtype (its C type in the template)
-    port: Port  # one element per row
+    port: Port  # one element per row, or per column
+    columns: bool = False  # over every dim but the last (a bias gradient): one element per column
+    whole: bool = False  # over every element: one element
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,7 @@ class FusedKernel:
     def ports(self) -> tuple[Port, ...]:
         return self.inputs + self.outputs + ((self.reduction.port,) if self.reduction else ())
 
-    @property
+    @functools.cached_property  # hashing its repr takes ~0.1 ms: once per kernel, not per call
     def name(self) -> str:
         """v_fused_<hash of what it computes>: the same graph gives the same kernel in any process."""
         return "v_fused_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -74,6 +83,33 @@ class FusedKernel:
     @property
     def lanes(self) -> int:
         return 512 // max(p.dtype.bits for p in self.ports)
+
+
+@dataclass(frozen=True)
+class GemmEpilogue:
+    """A fused GEMM: the table's GEMM kernel (kernels/hls/gemm, c = alpha * a @ b + beta * self)
+    whose write stage applies `steps` to each element of c, the GEMM's value `gemm` (rounded to the
+    dtype as the table kernel stores it). Its ports follow the GEMM's arguments: the epilogue's
+    inputs (addmm's self among them: `beta_port`), then its outputs after c."""
+
+    dtype: DType
+    beta_port: str  # the input port holding addmm's self, or "" (mm, or beta = 0)
+    inputs: tuple[Port, ...]
+    steps: tuple[Step, ...]
+    c_value: str  # the value c stores: "gemm" or a step's
+    outputs: tuple[Port, ...]  # further outputs, in c's layout
+
+    @property
+    def ports(self) -> tuple[Port, ...]:
+        return self.inputs + self.outputs
+
+    @functools.cached_property
+    def name(self) -> str:
+        return "v_fused_gemm_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+
+    @property
+    def lanes(self) -> int:
+        return 512 // self.dtype.bits
 
 
 # --- aten ops -> library ops ---------------------------------------------------------------------
@@ -122,16 +158,27 @@ POINTWISE: dict = {
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
 
-# Reductions that may end a chain: over the last dim only (the kernel's rows).
+# Products whose write stage may apply a chain: 2-D, one batch item (kernels/hls/gemm).
+GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")}  # the a and b operands
+
+# Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
+VIEWS = (aten.view.default, aten._unsafe_view.default)
+
+# Reductions that may end a chain: over the last dim (the kernel's rows), over every element (its
+# rows' partials are never reset), or -- sum and mean -- over every dim but the last
+# (the kernel's columns: a bias gradient), of a member or of a view of it that keeps its rows.
 REDUCTIONS = {
     aten.sum.dim_IntList: "afpga::reduce::Sum",
     aten.mean.dim: "afpga::reduce::Mean",
     aten.amax.default: "afpga::reduce::Max",
+    aten.sum.default: "afpga::reduce::Sum",
+    aten.mean.default: "afpga::reduce::Mean",
 }
 
 # The dtypes fused kernels are generated for: those the element functions are exact or
-# ulp-bounded in for every op above.
-DTYPES_FUSED = (torch.float32,)
+# ulp-bounded in (float16 computes in float32, its opmath, and rounds at every step as the table
+# kernels store); an op is fused in a dtype its library entry lists.
+DTYPES_FUSED = (torch.float32, torch.float16)
 
 _library = None
 
@@ -188,7 +235,8 @@ def pointwise_ok(node: fx.Node) -> bool:
     v = _meta(node)
     if node.op != "call_function" or node.target not in POINTWISE or v is None or v.dtype not in DTYPES_FUSED:
         return False
-    if library_op(POINTWISE[node.target].kernel).port_dtypes:
+    op = library_op(POINTWISE[node.target].kernel)
+    if op.port_dtypes or str(v.dtype).replace("torch.", "") not in op.dtypes:
         return False
     args = bind(node)
     for name in POINTWISE[node.target].operands:
@@ -201,16 +249,97 @@ def pointwise_ok(node: fx.Node) -> bool:
     return True
 
 
-def reduction_ok(node: fx.Node, full) -> bool:
-    if node.op != "call_function" or node.target not in REDUCTIONS:
-        return False
+def reduces_all(node: fx.Node) -> bool:
+    """A reduction over every element of its input."""
+    dims = bind(node).get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    rank = len(_meta(bind(node)["self"]).shape)
+    return not dims or sorted(d % rank for d in dims) == list(range(rank))
+
+
+# A column reduction keeps one accumulator per column and partial (kernels/hls/fused): at most this
+# many columns; a chain with wider rows runs its reduction unfused.
+MAX_COLUMNS = 4096
+COLUMN_REDUCTIONS = (aten.sum.dim_IntList, aten.mean.dim)
+
+
+def reduces_columns(node: fx.Node) -> bool:
+    """A reduction over every dim of its input but the last: one result per column."""
     args = bind(node)
-    src, v = _meta(args["self"]), _meta(node)
-    if src is None or v is None or v.dtype != src.dtype or not _same_shape(src.shape, full) or len(full) == 0:
-        return False
     dims = args.get("dim")
     dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return args.get("dtype") is None and [d % len(full) for d in dims] == [len(full) - 1]
+    rank = len(_meta(args["self"]).shape)
+    return node.target in COLUMN_REDUCTIONS and rank >= 2 and sorted(d % rank for d in dims) == list(range(rank - 1))
+
+
+def reduced_member(node: fx.Node, g) -> fx.Node | None:
+    """The member of group `g` that reduction `node` reduces: its input, or the input of a view of
+    it that keeps the rows (a column reduction only)."""
+    src = bind(node)["self"]
+    if src in g.nodes or not g.nodes:  # a member, or the input of a column sum on its own
+        return src
+    if (isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS and bind(src)["self"] in g.nodes
+            and reduces_columns(node) and _same_rows(tuple(_meta(src).shape), g.shape)):
+        return bind(src)["self"]
+    return None
+
+
+def reduction_ok(node: fx.Node, g) -> bool:
+    if node.op != "call_function" or node.target not in REDUCTIONS or g.gemm is not None:
+        return False
+    args = bind(node)
+    member = reduced_member(node, g)
+    src, v = _meta(args["self"]), _meta(node)
+    if member is None or src is None or v is None or v.dtype != src.dtype or v.dtype != g.dtype or len(g.shape) == 0:
+        return False
+    if reduces_columns(node):
+        return args.get("dtype") is None
+    dims = args.get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    full = g.shape
+    return (_same_shape(src.shape, full) and args.get("dtype") is None
+            and ([d % len(full) for d in dims] == [len(full) - 1] or reduces_all(node)))
+
+
+def gemm_ok(node: fx.Node) -> bool:
+    """A product a fused GEMM can compute: 2-D float operands of the chain's dtype; addmm's self
+    broadcasts as the kernel's epilogue reads it."""
+    v = _meta(node)
+    if node.op != "call_function" or node.target not in GEMMS or v is None or v.dtype not in DTYPES_FUSED:
+        return False
+    args = bind(node)
+    ab = [_meta(args[o]) for o in GEMMS[node.target]]
+    if any(t is None or t.dim() != 2 or t.dtype != v.dtype for t in ab):
+        return False
+    if node.target is aten.addmm.default:
+        s = _meta(args["self"])
+        if s is None or s.dtype != v.dtype or input_mode(tuple(s.shape), tuple(v.shape)) is None:
+            return False
+        return not isinstance(args.get("beta", 1), fx.Node) and not isinstance(args.get("alpha", 1), fx.Node)
+    return True
+
+
+def _numel(shape):
+    return math.prod(shape) if shape else 1
+
+
+def _same_rows(shape, rows_shape) -> bool:
+    """A contiguous value of `shape` has the layout of one of `rows_shape` (a GEMM's [m, n] output):
+    the same last dim and the same number of elements."""
+    known = torch.fx.experimental.symbolic_shapes.statically_known_true
+    return len(shape) >= 1 and known(shape[-1] == rows_shape[-1]) and known(_numel(shape) == _numel(rows_shape))
+
+
+def _epilogue_ports(nodes: list) -> int:
+    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands and its outputs
+    but one (c)."""
+    members = set(nodes)
+    gemm = nodes[0]
+    inputs = {a for n in nodes[1:] for a in n.all_input_nodes if a not in members}
+    if gemm.target is aten.addmm.default:
+        inputs.add(bind(gemm)["self"])
+    outputs = [n for n in nodes if any(u not in members for u in n.users)]
+    return len(inputs) + max(0, len(outputs) - 1)
 
 
 @dataclass
@@ -219,6 +348,24 @@ class Group:
     shape: tuple
     dtype: torch.dtype
     reduction: fx.Node | None = None
+    gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
+
+
+def _joins_gemm(node: fx.Node, g: Group) -> bool:
+    """Whether `node` extends the chain of fused GEMM `g`: a view of a member in the GEMM's layout,
+    or a pointwise op in it whose other operands the epilogue reads in place."""
+    v = _meta(node)
+    if v is None or not _same_rows(tuple(v.shape), g.shape):
+        return False
+    members = set(g.nodes)
+    if node.op == "call_function" and node.target in VIEWS:
+        return bind(node)["self"] in members and v.dtype == g.dtype
+    if not pointwise_ok(node) or v.dtype != g.dtype:
+        return False
+    others = [a for a in node.all_input_nodes if a not in members]
+    if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
+        return False
+    return _epilogue_ports(g.nodes + [node]) <= MAX_EPILOGUE_PORTS
 
 
 def _ports_needed(nodes: list, reduction) -> int:
@@ -244,17 +391,25 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         chosen = None
         v = _meta(node)
         candidates = [group_of[a] for a in node.all_input_nodes if a in group_of]
+        view = _viewed_member(node)  # a reduction of a view of a member: the member's group
+        if view is not None and view[1] in group_of:
+            candidates.append(group_of[view[1]])
         for g in candidates:
             if g.reduction is not None:
                 continue
-            through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes if group_of.get(a) is not g)
+            through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes
+                                if group_of.get(a) is not g and (view is None or a is not view[0]))
             if through_other:
                 continue
-            if pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
+            if g.gemm is not None:
+                if _joins_gemm(node, g):
+                    chosen = g
+                    break
+            elif pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
                 if _ports_needed(g.nodes + [node], None) <= MAX_PORTS:
                     chosen = g
                     break
-            elif reduction_ok(node, g.shape) and bind(node)["self"] in g.nodes and _meta(node).dtype == g.dtype:
+            elif reduction_ok(node, g):
                 if _ports_needed(g.nodes, node) <= MAX_PORTS:
                     g.reduction = node
                     group_of[node] = g
@@ -262,13 +417,47 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         if chosen is not None:
             chosen.nodes.append(node)
             group_of[node] = chosen
-        elif node not in group_of and pointwise_ok(node):
-            g = Group([node], tuple(v.shape), v.dtype)
+        elif node not in group_of and (pointwise_ok(node) or gemm_ok(node)):
+            g = Group([node], tuple(v.shape), v.dtype, gemm=node if node.target in GEMMS else None)
+            groups.append(g)
+            group_of[node] = g
+        elif node not in group_of and column_sum_ok(node):
+            g = Group([], tuple(_meta(bind(node)["self"]).shape), v.dtype, reduction=node)
             groups.append(g)
             group_of[node] = g
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
-    return [g for g in groups if len(g.nodes) + (g.reduction is not None) >= 2]
+    return [g for g in groups if _gains(g)]
+
+
+def _viewed_member(node: fx.Node):
+    """(the view, the node it views) when `node` is a reduction whose input is a view, else None."""
+    if node.op != "call_function" or node.target not in REDUCTIONS:
+        return None
+    src = bind(node)["self"]
+    if isinstance(src, fx.Node) and src.op == "call_function" and src.target in VIEWS:
+        return src, bind(src)["self"]
+    return None
+
+
+def column_sum_ok(node: fx.Node) -> bool:
+    """A column reduction of a value no group makes (a GEMM's output, a copy's): a kernel of its own,
+    one launch where the reduce driver makes two (a dense copy with the reduced dims last, then the
+    reduce kernel)."""
+    if node.op != "call_function" or node.target not in COLUMN_REDUCTIONS:
+        return False
+    src, v = _meta(bind(node)["self"]), _meta(node)
+    return (src is not None and v is not None and v.dtype in DTYPES_FUSED and src.dtype == v.dtype
+            and bind(node).get("dtype") is None and reduces_columns(node))
+
+
+def _gains(g: Group) -> bool:
+    """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
+    or a column reduction (unfused, the reduce driver copies first)."""
+    if g.gemm is not None:
+        ops = [n for n in g.nodes if n.target not in VIEWS]
+        return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
+    return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
 
 def _literal(value) -> str:
@@ -284,13 +473,14 @@ def _literal(value) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """A group, as the graph and the kernel see it: the graph nodes feeding each input port, the
-    nodes whose values each output port stores, and the kernel."""
+    """A group, as the graph and the kernel see it: the graph nodes feeding each input port (a
+    fused GEMM's a and b first), the nodes whose values each output port stores (a fused GEMM's c
+    first), and the kernel."""
 
-    kernel: FusedKernel
+    kernel: FusedKernel | GemmEpilogue
     inputs: tuple  # fx.Node per input port
     outputs: tuple  # fx.Node per output port (the reduction's last)
-    shape: tuple  # the chain's full shape (symbolic sizes allowed)
+    shape: tuple  # the chain's full shape, a fused GEMM's [m, n] (symbolic sizes allowed)
 
 
 def plan(group: Group, modes: dict | None = None) -> Plan:
@@ -298,36 +488,60 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
     whose broadcast the kernel cannot read)."""
     members = set(group.nodes) | ({group.reduction} if group.reduction else set())
     dtype = DTYPES[str(group.dtype).replace("torch.", "")]
+    gemm = group.gemm
     in_nodes: list = []
     ports_in: list[Port] = []
     values: dict = {}
+    steps: list[Step] = []
 
-    def operand(a, step_ix: int) -> str:
+    def operand(a, shape) -> str:
+        """The C++ name of operand `a` of a value of `shape`."""
         if isinstance(a, fx.Node):
             if a in values:
                 return values[a]
             if a not in in_nodes:
-                m = (modes or {}).get(a) or input_mode(tuple(_meta(a).shape), group.shape) or "full"
+                m = (modes or {}).get(a) or input_mode(tuple(_meta(a).shape), shape) or "full"
                 in_nodes.append(a)
                 ports_in.append(Port(f"in{len(ports_in)}", DTYPES[str(_meta(a).dtype).replace("torch.", "")], m))
             return f"x_{ports_in[in_nodes.index(a)].name}"
-        return f"f{step_ix}::M(f{step_ix}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
+        i = len(steps)
+        return f"f{i}::M(f{i}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
 
-    steps = []
-    for i, n in enumerate(group.nodes):
-        spec = POINTWISE[n.target]
+    beta_port = ""
+    if gemm is not None:
+        args = bind(gemm)
+        gemm_ab = tuple(args[o] for o in GEMMS[gemm.target])
+        values[gemm] = "gemm"
+        if gemm.target is aten.addmm.default and args.get("beta", 1) != 0:
+            beta_port = operand(args["self"], group.shape)[len("x_"):]
+    for n in group.nodes:
+        if n is gemm:
+            continue
         args = bind(n)
+        if n.target in VIEWS:
+            values[n] = values[args["self"]]
+            continue
+        spec = POINTWISE[n.target]
         op = library_op(spec.kernel)
         fns = dict(spec.scalars)
+        i = len(steps)
+        shape = tuple(_meta(n).shape)
         scalars = tuple(f"f{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-        steps.append(Step(f"v{i}", op, dtype, tuple(operand(args[o], i) for o in spec.operands), scalars))
+        step_args = tuple(operand(args[o], shape) for o in spec.operands)
+        steps.append(Step(f"v{i}", op, dtype, step_args, scalars))
         values[n] = f"v{i}"
     out_nodes = [n for n in group.nodes if any(u not in members for u in n.users)]
+    if gemm is not None:
+        kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
+                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)))
+        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes), group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:
-        src = bind(group.reduction)["self"]
-        reduction = Reduction(REDUCTIONS[group.reduction.target], values[src], "red", Port("red", dtype, "reduced"))
+        src = reduced_member(group.reduction, group)
+        value = values[src] if src in values else operand(src, group.shape)  # a column sum on its own reads its input
+        reduction = Reduction(REDUCTIONS[group.reduction.target], value, "red", Port("red", dtype, "reduced"),
+                              reduces_columns(group.reduction), reduces_all(group.reduction))
         out_nodes.append(group.reduction)
     kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction)
     return Plan(kernel, tuple(in_nodes), tuple(out_nodes), group.shape)

@@ -1,7 +1,8 @@
-"""Running a fusion group: its fused kernel when the device can run it, else its nodes one by one
-(unfused eager execution, the table kernels)."""
+"""Running a fusion group: its fused kernel (a fused pointwise chain, or a fused GEMM) when the
+device can run it, else its nodes one by one (unfused eager execution, the table kernels)."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -11,11 +12,11 @@ import torch.fx as fx
 
 from .. import _C
 from . import cache
-from .fuse import Group, Plan, input_mode, plan
+from .fuse import MAX_COLUMNS, GemmEpilogue, Group, Plan, bind, input_mode, plan, reduces_all, reduces_columns
 
 # Every fused kernel this process ran, by name: what `export` writes for a card's build.
 RECORDED: dict = {}
-_loaded: set = set()
+_loaded: dict = {}  # kernel name -> the image level its loaded object was built for
 _warned: set = set()
 
 
@@ -30,9 +31,10 @@ def available(kernel, device: torch.device) -> bool:
     on a card, part of the loaded xclbin."""
     index = device.index or 0
     if _C.device_kind() == "emu":
-        if kernel.name not in _loaded:
-            _C.fused_load(cache.build(kernel, image_level()))
-            _loaded.add(kernel.name)
+        level = image_level()
+        if _loaded.get(kernel.name) != level:  # not loaded, or built for the image loaded before
+            _C.fused_load(cache.build(kernel, level))
+            _loaded[kernel.name] = level
         return True
     if _C.fused_available(kernel.name, index):
         return True
@@ -67,8 +69,16 @@ class FusedGroup(torch.nn.Module):
         # The group again over the subgraph's copies of its nodes, which outlive gm's (erased once
         # the call replaces them): the kernels of other input modes are planned from it.
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype,
-                           copy[group.reduction] if group.reduction is not None else None)
+                           copy[group.reduction] if group.reduction is not None else None,
+                           copy[group.gemm] if group.gemm is not None else None)
         self._variants: dict = {}  # input modes -> Plan
+        if group.gemm is not None:
+            args = bind(group.gemm)
+            addmm = group.gemm.target is torch.ops.aten.addmm.default
+            self.alpha = float(args.get("alpha", 1)) if addmm else 1.0
+            self.beta = float(args.get("beta", 1)) if addmm else 0.0
+            # Each output's shape: a view of c (the GEMM's layout); the runner allocates them.
+            self.out_shapes = [tuple(n.meta["val"].shape) for n in self.plan.outputs]
 
     def _variant(self, modes: tuple) -> Plan:
         if modes not in self._variants:
@@ -77,24 +87,29 @@ class FusedGroup(torch.nn.Module):
         return self._variants[modes]
 
     def forward(self, *inputs):
+        if isinstance(self.plan.kernel, GemmEpilogue):
+            return self._gemm(*inputs)
         shape = torch.broadcast_shapes(*(t.shape for t in inputs))
         device = next(t.device for t in inputs)
         numel = shape.numel()
+        whole = self.group.reduction is not None and reduces_all(self.group.reduction)
         inner = shape[-1] if len(shape) else 1
         level = image_level() if _C.device_kind() == "emu" else 4
         lanes = self.plan.kernel.lanes
         rows_in_words = inner % lanes == 0 or level < 4
-        if numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words):
+        columns = self.group.reduction is not None and reduces_columns(self.group.reduction)
+        red_shape = tuple(self.group.reduction.meta["val"].shape) if columns else ()  # one result per column
+        columns_fit = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
+        if (numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words)
+                or (columns and not columns_fit)):
             return self.unfused(*inputs)
         modes, operands = [], []
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
             if mode is None or (mode in ("row", "col") and not rows_in_words):
                 t, mode = t.expand(shape), "full"  # made dense on the device below
-            if not t.is_contiguous() or (t.storage_offset() * t.element_size()) % 64:
-                t = t.contiguous() if t.storage_offset() == 0 else t.clone(memory_format=torch.contiguous_format)
             modes.append(mode)
-            operands.append(t)
+            operands.append(_port(t))
         p = self._variant(tuple(modes))
         kernel = p.kernel
         RECORDED[kernel.name] = kernel
@@ -104,9 +119,38 @@ class FusedGroup(torch.nn.Module):
         if kernel.reduction is not None:
             red = self.group.reduction.meta["val"]
             keep = red.dim() == len(shape)
-            outs.append(torch.empty((*shape[:-1], 1) if keep else shape[:-1], dtype=self.group.dtype, device=device))
+            kept = (1,) * len(shape) if whole else (*shape[:-1], 1)
+            reduced = () if whole else shape[:-1]
+            out_shape = red_shape if columns else kept if keep else reduced
+            outs.append(torch.empty(out_shape, dtype=self.group.dtype, device=device))
         _C.fused_run(kernel.name, operands, outs, [numel, inner])
         return tuple(outs)
+
+    def _gemm(self, a, b, *operands):
+        """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can
+        address every port (else the unfused nodes: the table's GEMM, then the chain)."""
+        kernel = self.plan.kernel
+        m, n = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else (0, 0)
+        level = image_level() if _C.device_kind() == "emu" else 4
+        expected = {"full": m * n, "row": n, "col": m, "scalar": 1}
+        static = all(isinstance(d, int) for s in self.out_shapes for d in s)
+        if (m * n == 0 or a.device.type != "fpga" or not static or (level == 4 and n % kernel.lanes)
+                or any(t.numel() != expected[p.mode] for t, p in zip(operands, kernel.inputs))
+                or math.prod(self.out_shapes[0]) != m * n):
+            return self.unfused(a, b, *operands)
+        RECORDED[kernel.name] = kernel
+        if not available(kernel, a.device):
+            return self.unfused(a, b, *operands)
+        outs = [torch.empty(s, dtype=self.group.dtype, device=a.device) for s in self.out_shapes]
+        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, [_port(t) for t in operands], outs)
+        return tuple(outs)
+
+
+def _port(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a kernel port reads it: contiguous, from a port word (a device copy when not)."""
+    if not t.is_contiguous() or (t.storage_offset() * t.element_size()) % 64:
+        return t.contiguous() if t.storage_offset() == 0 else t.clone(memory_format=torch.contiguous_format)
+    return t
 
 
 def _subgraph(gm: fx.GraphModule, p: Plan) -> tuple[fx.GraphModule, dict]:

@@ -163,7 +163,8 @@ std::vector<std::string> EmuDevice::kernel_names() const {
 }
 
 void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args) {
-  uint64_t slots[CuActivity::kMaxArgs];
+  uint64_t slots[AFPGA_EMU_MAX_ARGS];
+  TORCH_CHECK(args.size() <= AFPGA_EMU_MAX_ARGS, k.name, " takes more arguments than the emulator's ABI holds");
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     slots[i] = a.buffer ? reinterpret_cast<uintptr_t>(static_cast<char*>(device_address(*a.buffer)) + a.offset)

@@ -17,6 +17,7 @@
 
 #include "../../kernels/hls/emu/image.h"
 #include "allocator.h"
+#include "fpga_gemm.h"
 #include "launch.h"
 #include "runtime.h"
 
@@ -30,6 +31,12 @@ std::mutex fused_mu;
 // keep a pointer to its name until the op books them).
 std::map<std::string, std::unique_ptr<KernelInfo>>& loaded() {
   static auto* kernels = new std::map<std::string, std::unique_ptr<KernelInfo>>();
+  return *kernels;
+}
+
+// Kernels replaced by the same kernel at another image level, kept alive.
+std::vector<std::unique_ptr<KernelInfo>>& retired() {
+  static auto* kernels = new std::vector<std::unique_ptr<KernelInfo>>();
   return *kernels;
 }
 
@@ -52,7 +59,10 @@ std::vector<std::string> load_fused(const std::string& path) {
     const afpga_emu_kernel& code = compiled[i];
     names.emplace_back(code.name);
     auto& slot = loaded()[code.name];
-    if (slot) continue;  // the same content hash: the same kernel
+    if (slot && slot->handle == &code) continue;  // this object's kernel, loaded already
+    // The same kernel built for another image level (the loaded image changed): this object's
+    // replaces it; the old KernelInfo is kept, since a launch may still point at it.
+    if (slot) retired().push_back(std::move(slot));
     auto info = std::make_unique<KernelInfo>();
     info->name = code.name;
     info->cus = 1;  // one fused kernel instance: its dataflow stages are the parallelism
@@ -79,12 +89,16 @@ const KernelInfo* find_fused(const std::string& name, int index) {
   return device(index).find_kernel(name);
 }
 
-// Runs fused kernel `name` once: its ports are `inputs` then `outputs` (unit-stride fpga tensors,
-// each starting on a port word), then the `sizes`.
-void run_fused(const std::string& name, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-               const std::vector<int64_t>& sizes) {
-  TORCH_CHECK(!outputs.empty(), name, ": a fused kernel writes at least one output");
-  const c10::Device where = outputs[0].device();
+// A port of fused kernel `name`: a unit-stride tensor of device `where` starting on a port word.
+Allocation* port(const std::string& name, const at::Tensor& t, c10::Device where) {
+  TORCH_CHECK(t.device() == where && t.is_contiguous() && byte_offset(t) % kWordBytes == 0, name, ": operand on ",
+              t.device(), " is not a port-aligned contiguous tensor of ", where);
+  return allocation_of(t);
+}
+
+// Runs `launch_on(launch)` for fused kernel `name` on `where`, booked to the op "aten_fpga::fused".
+template <typename F>
+void launch_fused(const std::string& name, c10::Device where, F launch_on) {
   const KernelInfo* info = find_fused(name, where.index());
   TORCH_CHECK(info != nullptr, "fused kernel ", name, " is not loaded on ", where);
   static OpStats& op = op_stats("aten_fpga::fused");
@@ -92,29 +106,48 @@ void run_fused(const std::string& name, const std::vector<at::Tensor>& inputs, c
   {
     c10::DeviceGuard guard(where);
     KernelLaunch launch(*info, where);
+    launch_on(launch);
+  }
+  op.fpga_runs.add_run(mark);
+}
+
+// Runs fused kernel `name` once: its ports are `inputs` then `outputs` (unit-stride fpga tensors,
+// each starting on a port word), then the `sizes`.
+void run_fused(const std::string& name, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+               const std::vector<int64_t>& sizes) {
+  TORCH_CHECK(!outputs.empty(), name, ": a fused kernel writes at least one output");
+  const c10::Device where = outputs[0].device();
+  launch_fused(name, where, [&](KernelLaunch& launch) {
     launch.expect_args(inputs.size() + outputs.size() + sizes.size(),
                        "the fused kernel's source and aten_fpga/compile disagree: clear ATEN_FPGA_CACHE");
-    auto check = [&](const at::Tensor& t) {
-      TORCH_CHECK(t.device() == where && t.is_contiguous() && byte_offset(t) % kWordBytes == 0, name,
-                  ": operand on ", t.device(), " is not a port-aligned contiguous tensor of ", where);
-      return allocation_of(t);
-    };
     RunArgs run = launch.add_run();
     for (const at::Tensor& t : inputs) {
-      Allocation* a = check(t);
+      Allocation* a = port(name, t, where);
       sync_to_device(a);
       run.buffer(a, byte_offset(t));
     }
     for (const at::Tensor& t : outputs) {
-      Allocation* a = check(t);
+      Allocation* a = port(name, t, where);
       prepare_device_write(a, byte_offset(t), t.nbytes());
       run.buffer(a, byte_offset(t));
     }
     for (int64_t s : sizes) run.size(s);
     launch.run();
     for (const at::Tensor& t : outputs) mark_device_written(allocation_of(t));
+  });
+}
+
+// Runs fused GEMM `name` once: c = alpha * a @ b + beta * self with its epilogue, whose ports are
+// `inputs` (self among them) then `outputs` (c first); a and b are addressed as the GEMM driver does.
+void run_fused_gemm_kernel(const std::string& name, const at::Tensor& a, const at::Tensor& b, double alpha,
+                           double beta, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  TORCH_CHECK(!outputs.empty(), name, ": a fused GEMM writes c");
+  const c10::Device where = outputs[0].device();
+  TORCH_CHECK(a.device() == where && b.device() == where, name, ": a and b must be on ", where);
+  for (const auto* ports : {&inputs, &outputs}) {
+    for (const at::Tensor& t : *ports) port(name, t, where);
   }
-  op.fpga_runs.add_run(mark);
+  launch_fused(name, where, [&](KernelLaunch& launch) { run_fused_gemm(launch, a, b, alpha, beta, inputs, outputs); });
 }
 
 }  // namespace
@@ -125,6 +158,9 @@ void register_fused(py::module_& m) {
         py::arg("name"), py::arg("device") = 0, "whether fused kernel `name` can run on the device");
   m.def("fused_run", &run_fused, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("sizes"),
         "run a fused kernel: its ports are inputs then outputs, then its size arguments");
+  m.def("fused_gemm_run", &run_fused_gemm_kernel, py::arg("name"), py::arg("a"), py::arg("b"), py::arg("alpha"),
+        py::arg("beta"), py::arg("inputs"), py::arg("outputs"),
+        "run a fused GEMM: c = alpha * a @ b + beta * self, its epilogue's ports are inputs then outputs (c first)");
 }
 
 }  // namespace aten_fpga

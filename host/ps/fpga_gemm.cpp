@@ -14,6 +14,7 @@
 
 #include "FPGAType.h"
 #include "allocator.h"
+#include "fpga_gemm.h"
 #include "launch.h"
 
 namespace aten_fpga {
@@ -70,13 +71,19 @@ bool same_storage(const at::Tensor& x, const at::Tensor& y) {
 // out = alpha * a @ b + beta * self for [batch, m, k] x [batch, k, n] -> [batch, m, n] views of
 // the op's tensors (`self` already expanded to out's shape, or undefined when beta is 0). `launch`
 // was made first, so that an image without the kernel falls back before any side effect.
+// A fused GEMM (run_fused_gemm) passes its epilogue's ports, read and written: its kernel reads
+// self from one of them, so self is undefined even where beta is not 0.
 void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const at::Tensor& self,
-              const c10::Scalar& beta, const c10::Scalar& alpha, const at::Tensor& out) {
+              const c10::Scalar& beta, const c10::Scalar& alpha, const at::Tensor& out,
+              const std::vector<at::Tensor>& epilogue_in = {}, const std::vector<at::Tensor>& epilogue_out = {}) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (out.numel() == 0) return;
   const int64_t esize = out.element_size();
   const int64_t lanes = std::max<int64_t>(1, launch.info().args[0].bytes / esize);
-  launch.expect_args(16, "a, b, c, alpha, beta and 11 sizes (kernels/hls/gemm/ops.yaml and the host disagree)");
+  const bool fused = !epilogue_in.empty() || !epilogue_out.empty();
+  launch.expect_args(16 + epilogue_in.size() + epilogue_out.size(),
+                     "a, b, c, alpha, beta, 11 sizes and the epilogue's ports (kernels/hls/gemm/ops.yaml, "
+                     "aten_fpga/compile and the host disagree)");
   const Operand A = operand(a, lanes), B = operand(b, lanes);
 
   // c: out itself when the kernel can write it in place -- unit column stride, no overlap with a
@@ -87,16 +94,19 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   const bool direct = (out.stride(2) == 1 || n == 1) && ldc >= n && (batch == 1 || out.stride(0) >= m * ldc) &&
                       !same_storage(out, a) && !same_storage(out, b) &&
                       (lanes == 1 || (n % lanes == 0 && addressable(out, false, ldc, lanes)));
+  TORCH_CHECK(direct || !fused, launch.info().name, ": a fused GEMM writes its output in place (contiguous, rows of "
+              "whole port words); aten_fpga/compile runs it unfused otherwise");
   at::Tensor c = direct ? out : at::empty({batch, m, round_up(n, lanes)}, out.options());
   const int64_t c_ld = direct ? ldc : c.size(2);
   const int64_t c_stride = batch == 1 ? 0 : (direct ? out.stride(0) : m * c_ld);
   at::Tensor c_view = direct ? c : c.narrow(2, 0, n);
-  if (!beta_zero && !(self.is_same(c_view) || (self.data_ptr() == c_view.data_ptr() &&
-                                               self.strides() == c_view.strides()))) {
+  const bool reads_c = !beta_zero && !fused;
+  if (reads_c && !(self.is_same(c_view) || (self.data_ptr() == c_view.data_ptr() &&
+                                            self.strides() == c_view.strides()))) {
     c_view.copy_(self);  // on the device: the bias (broadcast) becomes c's initial value
   }
   Allocation* ca = allocation_of(c);
-  if (beta_zero) {  // the kernel writes every element of a dense c: its old bytes need no sync
+  if (!reads_c) {  // the kernel writes every element of a dense c: its old bytes need no sync
     prepare_device_write(ca, byte_offset(c), c.is_contiguous() ? c.numel() * esize : 0);
   } else {
     sync_to_device(ca);
@@ -106,13 +116,17 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   Allocation* ba = k == 0 ? ca : allocation_of(B.t);
   sync_to_device(aa);
   sync_to_device(ba);
+  for (const at::Tensor& t : epilogue_in) sync_to_device(allocation_of(t));
+  for (const at::Tensor& t : epilogue_out) prepare_device_write(allocation_of(t), byte_offset(t), t.nbytes());
 
   const uint64_t trans = (A.transposed ? 1 : 0) | (B.transposed ? 2 : 0);
   // Each compute unit computes a band of rows of c, for every batch item.
   for (const CuRange& r : launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch)) {
     const int64_t a_off = A.transposed ? r.begin : r.begin * A.ld;
-    launch.add_run()
-        .buffer(aa, k == 0 ? 0 : byte_offset(A.t) + a_off * esize)
+    // A fused GEMM is one compute unit (its ports are addressed from row 0).
+    TORCH_CHECK(!fused || r.begin == 0, launch.info().name, ": a fused GEMM runs on one compute unit");
+    RunArgs run = launch.add_run();
+    run.buffer(aa, k == 0 ? 0 : byte_offset(A.t) + a_off * esize)
         .buffer(ba, k == 0 ? 0 : byte_offset(B.t))
         .buffer(ca, byte_offset(c) + r.begin * c_ld * esize)
         .scalar(alpha)
@@ -120,9 +134,13 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
         .size(r.size()).size(n).size(k).size(batch).size(trans)
         .size(A.ld).size(B.ld).size(c_ld)
         .size(A.batch_stride).size(B.batch_stride).size(c_stride);
+    for (const auto* ports : {&epilogue_in, &epilogue_out}) {
+      for (const at::Tensor& t : *ports) run.buffer(allocation_of(t), byte_offset(t));
+    }
   }
   launch.run();
   mark_device_written(ca);
+  for (const at::Tensor& t : epilogue_out) mark_device_written(allocation_of(t));
   if (!direct) out.copy_(c_view);  // on the device
 }
 
@@ -207,6 +225,17 @@ at::Tensor& addr_impl(const KernelRef& kernel, const at::Tensor& self, const at:
 }
 
 }  // namespace
+
+void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
+                    const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,
+                    const std::vector<at::Tensor>& outputs) {
+  check_mm("fused gemm", a, b);
+  TORCH_CHECK(!outputs.empty() && outputs[0].numel() == a.size(0) * b.size(1), launch.info().name,
+              ": a fused GEMM's first output is c, ", a.size(0), " x ", b.size(1));
+  const std::vector<at::Tensor> further(outputs.begin() + 1, outputs.end());
+  run_gemm(launch, as_batch(a), as_batch(b), at::Tensor(), beta, alpha, outputs[0].view({1, a.size(0), b.size(1)}),
+           inputs, further);
+}
 
 // --- mm, addmm ---------------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@
 
 #include "afpga_abi.h"  // generated from codegen/abi.py: the AFPGA_KIND_* encodings
 
+// The most arguments a kernel may have: the GEMM's 16 and a fused GEMM's epilogue ports
+// (aten_fpga/compile/fuse.py MAX_ARGS).
+#define AFPGA_EMU_MAX_ARGS 24
+
 extern "C" {
 // One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4),
 // and `type` / `elem_bytes` describe the elements it carries (a port's dtype). A scalar is an
@@ -28,7 +32,7 @@ struct afpga_emu_kernel {
   const char* name;
   const char* arg_names;  // comma separated, in order
   int nargs;
-  afpga_emu_arg args[16];
+  afpga_emu_arg args[AFPGA_EMU_MAX_ARGS];
   void (*invoke)(const uint64_t* slots);
 };
 
@@ -110,7 +114,7 @@ struct Signature;
 
 template <typename... A>
 struct Signature<void (*)(A...)> {
-  static_assert(sizeof...(A) <= 16, "too many kernel arguments");
+  static_assert(sizeof...(A) <= AFPGA_EMU_MAX_ARGS, "too many kernel arguments");
   template <void (*Fn)(A...), std::size_t... I>
   static void call(const uint64_t* s, std::index_sequence<I...>) {
     Fn(from_slot<A>(s[I])...);

@@ -1,0 +1,20 @@
+// The GEMM driver's entry for fused GEMMs (host/ps/fpga_gemm.cpp, launched by fpga_fused.cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "launch.h"
+
+namespace aten_fpga {
+
+// c = alpha * a @ b + beta * self on `launch`, a fused GEMM kernel (aten_fpga/compile): a [m, k]
+// and b [k, n] are addressed as the table's GEMM does; `inputs` are the epilogue's operands (self
+// among them), `outputs` c -- contiguous [m, n] -- then the epilogue's further outputs. Ports are
+// contiguous and start on a port word.
+void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
+                    const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,
+                    const std::vector<at::Tensor>& outputs);
+
+}  // namespace aten_fpga

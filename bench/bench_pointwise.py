@@ -26,6 +26,8 @@ import aten_fpga  # noqa: E402
 
 OPS = {
     "add": lambda x, y: x + y,
+    # a per-channel weight over NCHW (batch_norm's affine step): 64 channels of 64 x 64
+    "mul_channel": lambda x, y: x.view(-1, 64, 64, 64) * y[:64].view(1, 64, 1, 1),
     "mul": lambda x, y: x * y,
     "eq": lambda x, y: x == y,
     "where": lambda x, y: torch.where(x > 0, x, y),  # two kernels: gt, then where

@@ -30,7 +30,7 @@ def _dtype(node: yamlsrc.Node, what: str, real: bool = False) -> str:
 
 
 def _scalar(node: yamlsrc.Node) -> Scalar:
-    """`alpha`, or `{name: approximate, dtype: int32}` / `{name: posinf, default: max}`."""
+    """`alpha`, or `{name: is_result, dtype: bool}` / `{name: posinf, default: max}`."""
     if isinstance(node.value, str):
         return Scalar(node.value)
     if not isinstance(node.value, dict) or "name" not in node.value:

@@ -37,7 +37,7 @@ class Scalar:
     """A scalar argument of a kernel (an s_axilite register), e.g. add's `alpha`.
 
     Its register holds the kernel dtype's opmath type (float for float16, as ATen passes it)
-    unless `dtype` names another (gelu's `approximate` is an int32 enum)."""
+    unless `dtype` names another (elu_backward's `is_result` is a bool)."""
 
     name: str
     dtype: str | None = None

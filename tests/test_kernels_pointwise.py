@@ -365,3 +365,22 @@ def test_broadcast_strided_and_mixed_dtypes(level):
     assert_matches(OPS[0], out.cpu(), torch.logical_and(x, y).float())
     s = aten_fpga.stats()
     assert s["eq.Tensor_out"]["fpga"] == 1 and s["logical_and.out"]["fpga"] == 1 and s["where.self"]["fpga"] == 1
+
+
+@pytest.mark.parametrize("case", ["channel", "row", "value"])
+def test_repeating_broadcast_reads_one_block(level, case):
+    """A broadcast input that repeats along the outer dims (a per-channel weight over NCHW, a row
+    added to every row, a 0-dim tensor) is made dense once per block of periods, and the kernel runs
+    once per block-sized chunk of the range (host/ps/fpga_kernel.cpp): bit exact, on inputs that
+    are other kernels' outputs, and more than one launch."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 64, 33, 33, generator=gen) if case == "channel" else torch.randn(2049, 100, generator=gen)
+    w = {"channel": torch.randn(1, 64, 1, 1, generator=gen), "row": torch.randn(100, generator=gen),
+         "value": torch.randn((), generator=gen)}[case]
+    X, W = (x.to("fpga") * 1), (w.to("fpga") * 1)  # device-resident: the host shadows are stale
+    aten_fpga.reset_stats()
+    got = torch.addcmul(X * W, X, W, value=0.5).cpu()
+    torch.testing.assert_close(got, torch.addcmul(x * w, x, w, value=0.5), rtol=0, atol=0)
+    report = aten_fpga.report()
+    assert report["mul.out"]["fpga"] == 1 and report["mul.out"]["launches"] > 1, report["mul.out"]
+    assert report["addcmul.out"]["fpga"] == 1 and report["addcmul.out"]["launches"] > 1, report["addcmul.out"]

@@ -119,16 +119,24 @@ class ElementOp:
     """How an aten overload runs as a library op: its operands (argument names, in the op's a, b, c
     order) and its scalars (op scalar name -> a function of the bound arguments)."""
 
-    kernel: str  # category/op
+    kernel: str | Callable[[dict], str]  # category/op, or a function of the bound arguments
     operands: tuple[str, ...]
     scalars: tuple[tuple[str, Callable[[dict], float]], ...] = ()
+
+    def op_for(self, args: dict) -> str:
+        return self.kernel(args) if callable(self.kernel) else self.kernel
 
 
 def _arg(name: str, default=None):
     return lambda a: a.get(name, default)
 
 
-_GELU = {"none": 0, "tanh": 1}  # ATen's GeluType
+
+def _gelu(op: str) -> Callable[[dict], str]:
+    """gelu's `approximate` picks the library op: none -> op, tanh -> op_tanh."""
+    return lambda a: op + ("_tanh" if a.get("approximate", "none") == "tanh" else "")
+
+
 POINTWISE: dict = {
     aten.add.Tensor: ElementOp("binary/add", ("self", "other"), (("alpha", _arg("alpha", 1)),)),
     aten.sub.Tensor: ElementOp("binary/sub", ("self", "other"), (("alpha", _arg("alpha", 1)),)),
@@ -149,9 +157,8 @@ POINTWISE: dict = {
     aten.sigmoid.default: ElementOp("unary/sigmoid", ("self",)),
     aten.erf.default: ElementOp("unary/erf", ("self",)),
     aten.relu.default: ElementOp("unary/clamp_min", ("self",), (("lo", lambda a: 0),)),
-    aten.gelu.default: ElementOp("unary/gelu", ("self",), (("approximate", lambda a: _GELU[a.get("approximate", "none")]),)),
-    aten.gelu_backward.default: ElementOp("binary/gelu_backward", ("grad_output", "self"),
-                                          (("approximate", lambda a: _GELU[a.get("approximate", "none")]),)),
+    aten.gelu.default: ElementOp(_gelu("unary/gelu"), ("self",)),
+    aten.gelu_backward.default: ElementOp(_gelu("binary/gelu_backward"), ("grad_output", "self")),
     aten.threshold_backward.default: ElementOp("binary/threshold", ("self", "grad_output"),
                                                (("threshold", _arg("threshold")), ("value", lambda a: 0))),
     aten.sigmoid_backward.default: ElementOp("binary/sigmoid_backward", ("grad_output", "output")),
@@ -235,10 +242,10 @@ def pointwise_ok(node: fx.Node) -> bool:
     v = _meta(node)
     if node.op != "call_function" or node.target not in POINTWISE or v is None or v.dtype not in DTYPES_FUSED:
         return False
-    op = library_op(POINTWISE[node.target].kernel)
+    args = bind(node)
+    op = library_op(POINTWISE[node.target].op_for(args))
     if op.port_dtypes or str(v.dtype).replace("torch.", "") not in op.dtypes:
         return False
-    args = bind(node)
     for name in POINTWISE[node.target].operands:
         a = args[name]
         m = _meta(a)
@@ -522,7 +529,7 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
             values[n] = values[args["self"]]
             continue
         spec = POINTWISE[n.target]
-        op = library_op(spec.kernel)
+        op = library_op(spec.op_for(args))
         fns = dict(spec.scalars)
         i = len(steps)
         shape = tuple(_meta(n).shape)

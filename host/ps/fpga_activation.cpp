@@ -20,25 +20,27 @@ namespace {
 // when the entry's work goes through other ops (which would otherwise each fall back on their own).
 void require(const KernelRef& kernel, const at::Tensor& t) { kernel_for(kernel, t.scalar_type(), t.device()); }
 
-std::optional<c10::Scalar> gelu_type(c10::string_view approximate) {
-  return c10::Scalar(static_cast<int64_t>(at::native::get_gelutype_enum(approximate)));
+// gelu's `approximate` is a kernel of its own (none: the entry's kernel, tanh: `tanh_kernel`), so
+// that no kernel builds both erf and tanh.
+const KernelRef& gelu_kernel(const KernelRef& none, const KernelRef& tanh_kernel, c10::string_view approximate) {
+  return at::native::get_gelutype_enum(approximate) == at::native::GeluType::Tanh ? tanh_kernel : none;
 }
 
 }  // namespace
 
 at::Tensor& fpga_gelu_out(const KernelRef& kernel, const at::Tensor& self, c10::string_view approximate,
                           at::Tensor& out) {
-  const std::optional<c10::Scalar> scalars[] = {gelu_type(approximate)};
+  static const KernelRef tanh_kernel{"gelu_tanh"};
   at::TensorIterator iter = at::TensorIterator::unary_op(out, self);
-  fpga_kernel(iter, kernel, scalars);
+  fpga_kernel(iter, gelu_kernel(kernel, tanh_kernel, approximate), {});
   return out;
 }
 
 at::Tensor& fpga_gelu_backward_out(const KernelRef& kernel, const at::Tensor& grad_output, const at::Tensor& self,
                                    c10::string_view approximate, at::Tensor& grad_input) {
-  const std::optional<c10::Scalar> scalars[] = {gelu_type(approximate)};
+  static const KernelRef tanh_kernel{"gelu_backward_tanh"};
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(grad_input, grad_output, self);
-  fpga_kernel(iter, kernel, scalars);
+  fpga_kernel(iter, gelu_kernel(kernel, tanh_kernel, approximate), {});
   return grad_input;
 }
 

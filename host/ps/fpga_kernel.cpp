@@ -9,6 +9,7 @@
 #include <c10/util/complex.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -158,6 +159,55 @@ Port input_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtyp
   return p;
 }
 
+// A broadcast input that repeats along the iterator's outer dims (a per-channel [C] operand of an
+// NCHW op, a row vector added to every row) is not made dense over the whole range: one block of
+// whole periods is made on the device, and the kernel runs once per block-sized chunk of the
+// range, every chunk reading the same block. The copy kernel that makes a dense operand walks it
+// one element at a time; this makes only the block (>= kMinBlock elements, and few enough chunks).
+constexpr int64_t kMinBlock = int64_t(1) << 16;  // elements: fewer launches than a block is worth
+constexpr int64_t kMaxChunks = 64;
+
+// How many of the iterator's dims (innermost first) operand `arg` varies within: those below the
+// outermost dims along which it is constant. Their product is the period after which it repeats.
+size_t period_dims(const at::TensorIteratorBase& iter, int arg) {
+  const auto shape = iter.shape();
+  const auto strides = iter.strides(arg);
+  size_t k = shape.size();
+  while (k > 0 && (shape[k - 1] == 1 || strides[k - 1] == 0)) --k;
+  return k;
+}
+
+// Elements per chunk for an operand of period `period` over n elements: whole periods, a multiple
+// of 64 elements (every port's chunk then starts on a port word), at least kMinBlock and at most
+// kMaxChunks chunks; 0 when a chunk would cover the range (no repetition worth using).
+int64_t chunk_of(int64_t n, int64_t period) {
+  const int64_t align = 64 / std::gcd<int64_t>(period, 64);  // periods per 64-element step
+  const int64_t want = std::max(kMinBlock, (n + kMaxChunks - 1) / kMaxChunks);
+  const int64_t periods = ((want + period - 1) / period + align - 1) / align * align;
+  const int64_t chunk = periods * period;
+  return chunk < n ? chunk : 0;
+}
+
+// The first `chunk` elements (whole periods of its `dims` inner dims) of operand `arg`, as a dense
+// device tensor of `dtype`.
+Port periodic_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtype, size_t dims, int64_t period,
+                   int64_t chunk) {
+  const int64_t elsize = iter.element_size(arg);
+  const auto shape = iter.shape();
+  const auto strides = iter.strides(arg);
+  at::DimVector sizes{chunk / period}, elem_strides{0};  // the periods, outermost
+  for (size_t d = dims; d-- > 0;) {
+    sizes.push_back(shape[d]);
+    elem_strides.push_back(strides[d] / elsize);
+  }
+  const at::Tensor& t = iter.tensor(arg);
+  const auto* base = static_cast<const char*>(t.storage().data());
+  const int64_t offset = (static_cast<const char*>(iter.data_ptr(arg)) - base) / elsize;
+  at::Tensor block = at::empty({chunk}, at::TensorOptions().dtype(dtype).device(iter.device(0)));
+  block.view(sizes).copy_(t.as_strided(sizes, elem_strides, offset));  // on the device
+  return {block, allocation_of(block), 0};
+}
+
 Port output_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dtype, int word) {
   const size_t offset = byte_offset(iter, arg);
   Allocation* a = allocation_of(iter.tensor(arg));
@@ -240,30 +290,57 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   c10::DeviceGuard guard(where);
 
   // Kernel ports in order: the inputs, then the outputs; each in the dtype the kernel declares.
+  // At most one repeating broadcast input is read as a block (periodic_port): `chunk` elements,
+  // the same for every chunk of the range; 0 when none.
   c10::SmallVector<Port, 4> ports(nt);
   c10::SmallVector<size_t, 4> elsize(nt);
+  int64_t chunk = 0;
+  int block_port = -1;
   for (int p = 0; p < nt; ++p) {
     const int arg = p < nt - nout ? nout + p : p - (nt - nout);
     const at::ScalarType pdtype = port_dtype(info.args[p], info.name);
     elsize[p] = c10::elementSize(pdtype);
     const int word = std::max<int>(info.args[p].bytes, iter.element_size(arg));
-    ports[p] = arg < nout ? output_port(iter, arg, pdtype, word) : input_port(iter, arg, pdtype, word);
+    if (arg < nout) {
+      ports[p] = output_port(iter, arg, pdtype, word);
+      continue;
+    }
+    const size_t dims = block_port < 0 && !iter.is_cpu_scalar(arg) ? period_dims(iter, arg) : iter.ndim();
+    int64_t period = 1;
+    for (size_t d = 0; d < dims; ++d) period *= iter.shape()[d];
+    const int64_t c = period < n ? chunk_of(n, period) : 0;
+    if (c != 0) {
+      ports[p] = periodic_port(iter, arg, pdtype, dims, period, c);
+      chunk = c;
+      block_port = p;
+    } else {
+      ports[p] = input_port(iter, arg, pdtype, word);
+    }
   }
   // Only the bytes the kernel reads move; an output's other bytes keep their state.
-  for (int p = 0; p < nt - nout; ++p) sync_to_device(ports[p].alloc, ports[p].offset, n * elsize[p]);
+  for (int p = 0; p < nt - nout; ++p) {
+    sync_to_device(ports[p].alloc, ports[p].offset, (p == block_port ? chunk : n) * elsize[p]);
+  }
   c10::SmallVector<c10::Scalar, 4> values;
   for (size_t s = 0; s < scalars.size(); ++s) values.push_back(scalar_or_default(kernel, scalars, s, dtype));
 
-  // Split the range across the compute units at whole port words (every port has as many
-  // elements per word: a vector port's lanes).
+  // Split each chunk (the whole range when no input is a block) across the compute units at whole
+  // port words (every port has as many elements per word: a vector port's lanes); one launch per
+  // chunk.
   const int64_t lanes = std::max<int64_t>(1, info.args[0].bytes / static_cast<int64_t>(elsize[0]));
-  for (const CuRange& r : launch.split(n, lanes)) {
-    RunArgs args = launch.add_run();
-    for (int p = 0; p < nt; ++p) args.buffer(ports[p].alloc, ports[p].offset + r.begin * elsize[p]);
-    for (const c10::Scalar& v : values) args.scalar(v);
-    args.size(r.size());
+  const int64_t step = chunk != 0 ? chunk : n;
+  for (int64_t begin = 0; begin < n; begin += step) {
+    for (const CuRange& r : launch.split(std::min(step, n - begin), lanes)) {
+      RunArgs args = launch.add_run();
+      for (int p = 0; p < nt; ++p) {
+        const int64_t first = (p == block_port ? 0 : begin) + r.begin;
+        args.buffer(ports[p].alloc, ports[p].offset + first * elsize[p], r.size() * elsize[p]);
+      }
+      for (const c10::Scalar& v : values) args.scalar(v);
+      args.size(r.size());
+    }
+    launch.run();
   }
-  launch.run();
 
   for (int p = nt - nout; p < nt; ++p) {
     mark_device_written(ports[p].alloc, ports[p].offset, n * elsize[p]);

@@ -21,13 +21,18 @@ const KernelArgInfo& RunArgs::next(bool pointer) {
   return arg;
 }
 
-RunArgs& RunArgs::buffer(Allocation* a, size_t byte_offset) {
+RunArgs& RunArgs::buffer(Allocation* a, size_t byte_offset, size_t bytes) {
   next(true);
   TORCH_INTERNAL_ASSERT(a != nullptr, info_->name, ": a buffer argument has no device allocation");
   args_->push_back({a->buffer.get(), byte_offset, 0});
-  auto span = std::find_if(spans_->begin(), spans_->end(), [a](const auto& s) { return s.first == a; });
-  if (span == spans_->end()) spans_->emplace_back(a, byte_offset);
-  else span->second = std::min(span->second, byte_offset);
+  const size_t end = bytes < a->requested - std::min(byte_offset, a->requested) ? byte_offset + bytes : a->requested;
+  auto span = std::find_if(spans_->begin(), spans_->end(), [a](const BufferSpan& s) { return s.alloc == a; });
+  if (span == spans_->end()) {
+    spans_->push_back({a, byte_offset, end});
+  } else {
+    span->begin = std::min(span->begin, byte_offset);
+    span->end = std::max(span->end, end);
+  }
   return *this;
 }
 
@@ -108,7 +113,7 @@ void KernelLaunch::run() {
     device_->run(*info_, runs);
   }
   int64_t bytes = 0;
-  for (const auto& [a, offset] : spans_) bytes += static_cast<int64_t>(a->requested > offset ? a->requested - offset : 0);
+  for (const BufferSpan& s : spans_) bytes += static_cast<int64_t>(s.end > s.begin ? s.end - s.begin : 0);
   spans_.clear();
   record_launch(info_->name, bytes);
   booking_.done();

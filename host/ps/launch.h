@@ -45,15 +45,21 @@ struct CuRange {
 
 // The arguments of one compute unit's run, in the kernel's argument order. Each call takes the
 // next argument and checks its kind (pointer or scalar) against the kernel's metadata.
-// The device memory a launch's buffer arguments span: per allocation, from the lowest byte offset
-// any unit was passed to the allocation's end (report()'s kernel_bytes).
-using BufferSpans = c10::SmallVector<std::pair<Allocation*, size_t>, 8>;
+// The device memory a launch's buffer arguments span (report()'s kernel_bytes): per allocation,
+// from the lowest byte offset any unit was passed to the highest end of the bytes a unit was told it
+// reaches, or to the allocation's end where a driver did not say.
+struct BufferSpan {
+  Allocation* alloc;
+  size_t begin, end;
+};
+using BufferSpans = c10::SmallVector<BufferSpan, 8>;
 
 class RunArgs {
  public:
   RunArgs(const KernelInfo& info, std::vector<KernelArg>& args, BufferSpans& spans)
       : info_(&info), args_(&args), spans_(&spans) {}
-  RunArgs& buffer(Allocation* a, size_t byte_offset);
+  // A buffer from byte_offset; `bytes`: how far the unit reaches (its end by default).
+  RunArgs& buffer(Allocation* a, size_t byte_offset, size_t bytes = SIZE_MAX);
   RunArgs& scalar(const c10::Scalar& value);  // encoded as the kernel declares the argument
   RunArgs& bits(uint64_t raw);                // a scalar already encoded (encode_scalar)
   RunArgs& size(int64_t n);                   // a size argument (uint64_t)

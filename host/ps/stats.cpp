@@ -8,6 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime.h"
+
 namespace aten_fpga {
 namespace {
 std::mutex mu;
@@ -24,8 +26,31 @@ struct ThreadAccount {
   c10::SmallVector<int64_t, 4> pending_bytes;  // per pending launch: device memory it spans
   c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
   int64_t epoch = 0;  // launches so far
+  // The counters (OpStats::kernels values) this thread last booked launches to, by op and kernel
+  // name (the image's string: its address identifies it while that image is loaded), so a booking
+  // does not search the map by name. Entries of the map are never erased (reset_stats zeroes
+  // them), so the pointers stay valid.
+  struct Slot {
+    const OpStats* op;
+    const std::string* kernel;
+    uint64_t generation;
+    int64_t* count;
+  };
+  Slot slots[8] = {};
+  unsigned next_slot = 0;
 };
 thread_local ThreadAccount account;
+
+// The launch counter of `kernel` in op `s` (callers hold s.kernels_mu).
+int64_t& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {
+  const uint64_t generation = image_generation();
+  for (const ThreadAccount::Slot& slot : a.slots) {
+    if (slot.op == &s && slot.kernel == kernel && slot.generation == generation) return *slot.count;
+  }
+  int64_t& count = s.kernels[*kernel];
+  a.slots[a.next_slot++ % 8] = {&s, kernel, generation, &count};
+  return count;
+}
 
 // The syncs of a kernel that failed midway, and any outside every op, still count somewhere.
 OpStats& unattributed() {
@@ -52,7 +77,7 @@ void RunCounter::book_pending(size_t first_launch) {
                              std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> g(owner_->kernels_mu);
-    for (size_t i = first_launch; i < a.pending_launches.size(); ++i) owner_->kernels[*a.pending_launches[i]] += 1;
+    for (size_t i = first_launch; i < a.pending_launches.size(); ++i) kernel_count(a, *owner_, a.pending_launches[i]) += 1;
   }
   int64_t bytes = 0;
   for (size_t i = first_launch; i < a.pending_bytes.size(); ++i) bytes += a.pending_bytes[i];
@@ -132,7 +157,9 @@ std::map<std::string, OpCounts> stats_snapshot() {
                s->kernel_bytes.load(), {}};
     {
       std::lock_guard<std::mutex> k(s->kernels_mu);
-      c.kernels = s->kernels;
+      for (const auto& [kernel, count] : s->kernels) {
+        if (count != 0) c.kernels.emplace(kernel, count);
+      }
     }
     if (c.fpga_runs || c.cpu_fallbacks || c.bytes_to_device || c.bytes_to_host || c.fpga_ns || c.cpu_ns) {
       out.emplace(name, std::move(c));
@@ -149,7 +176,7 @@ void reset_stats() {
     for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches,
                     &s.kernel_bytes}) c->store(0);
     std::lock_guard<std::mutex> k(s.kernels_mu);
-    s.kernels.clear();
+    for (auto& kv : s.kernels) kv.second = 0;  // not erased: threads keep pointers to the counts
   }
 }
 

@@ -198,6 +198,84 @@ template <typename T>
 inline T erf_for_gelu(T a) { return hls::erf(a); }
 inline float erf_for_gelu(float a) { return float(erf_absolute(a)); }
 
+// sin/cos of a float, for every float: x = (q + f) pi/2 with q an integer and |f| <= 1/2, then the
+// Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^11 / x^12 (relative remainder
+// < 1e-11), in double. The reduction is Payne-Hanek's made branch-free and table-free: with
+// 2^e <= |x| < 2^(e+1) and k = max(0, e - 24), x = x' 2^k where x' is an even integer when k > 0, so
+// x 2/pi = x' (2^k 2/pi) and only 2^k 2/pi mod 2 matters: bits k to k + 95 of 2/pi (a window of the
+// constant below, selected and shifted per lane), as four 24-bit pieces. x' (24 significant bits)
+// times each piece is exact in double, and the pieces are summed from the top, taking out the
+// integer part twice, so f keeps ~50 significant bits however close x is to a multiple of pi/2
+// (checked against glibc's double sin on every float: bench/ulp_pointwise.py and the tests bound
+// it). Selects, shifts, adds and multiplies only: g++ vectorizes it; on the card it is one pipeline.
+
+// The bits of 2/pi from its 2^0 bit (0) down, 64 to a word, the most significant first.
+const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,
+                                 0xff28b1d5ef5de2b0ULL};
+
+// An integer below 2^52 as a double, through its bits (see SHIFTER).
+inline double small_int(uint64_t v) { return from_bits(v | 0x4330000000000000ULL) - 4503599627370496.0; }
+
+// sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x.
+inline double sin_cos_core(float a, uint64_t quadrant_offset) {
+#pragma HLS INLINE
+  const double xa = a;
+  const uint64_t biased = (to_bits(xa) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
+  const uint64_t k = biased > 1023 + 24 ? biased - (1023 + 24) : 0;  // 0 .. 104
+  const double x = xa * from_bits((1023 - k) << 52);                  // x 2^-k, exact
+  // 128 bits of 2/pi from bit k: hi, lo (k < 128, so from words 0-3); `>> 1 >>` keeps a shift of 64 defined.
+  const uint64_t s = k & 63;
+  const bool second = k >= 64;
+  const uint64_t w0 = second ? TWO_OVER_PI[1] : TWO_OVER_PI[0];
+  const uint64_t w1 = second ? TWO_OVER_PI[2] : TWO_OVER_PI[1];
+  const uint64_t w2 = second ? TWO_OVER_PI[3] : TWO_OVER_PI[2];
+  const uint64_t hi = (w0 << s) | ((w1 >> 1) >> (63 - s));
+  const uint64_t lo = (w1 << s) | ((w2 >> 1) >> (63 - s));
+  const double c1 = small_int(hi >> 40) * 1.1920928955078125e-07;                             // 2^-23
+  const double c2 = small_int((hi >> 16) & 0xffffff) * 7.105427357601002e-15;                 // 2^-47
+  const double c3 = small_int(((hi << 8) | (lo >> 56)) & 0xffffff) * 4.235164736271502e-22;  // 2^-71
+  const double c4 = small_int((lo >> 32) & 0xffffff) * 2.524354896707238e-29;                 // 2^-95
+  const double p1 = x * c1, p2 = x * c2, p3 = x * c3, p4 = x * c4;  // exact: 24 x 24 bits
+  const double t1 = p1 + SHIFTER;                 // round(p1) in the low bits
+  const double b = (p1 - (t1 - SHIFTER)) + p2;    // |p1 - round(p1)| <= 1/2
+  const double t2 = b + SHIFTER;                  // round(b)
+  const double f = ((b - (t2 - SHIFTER)) + p3) + p4;
+  const uint64_t q = to_bits(t1) + to_bits(t2) + quadrant_offset;  // its low two bits: q mod 4
+  const double th = f * 1.5707963267948966;  // |th| <= pi/4 (and a hair)
+  const double t = th * th;
+  double sp = 1.0 / 39916800;  // 1 / 11!
+  sp = sp * t - 1.0 / 362880;
+  sp = sp * t + 1.0 / 5040;
+  sp = sp * t - 1.0 / 120;
+  sp = sp * t + 1.0 / 6;
+  const double sin_th = th - th * t * sp;
+  double cp = 1.0 / 479001600;  // 1 / 12!
+  cp = cp * t - 1.0 / 3628800;
+  cp = cp * t + 1.0 / 40320;
+  cp = cp * t - 1.0 / 720;
+  cp = cp * t + 1.0 / 24;
+  cp = cp * t - 0.5;
+  const double cos_th = 1.0 + t * cp;
+  const double r = (q & 1) ? cos_th : sin_th;
+  return (q & 2) ? -r : r;
+}
+
+template <typename T>
+inline T sin(T a) { return hls::sin(a); }
+inline float sin(float a) {
+  const float r = float(sin_cos_core(a, 0));
+  return a == 0.0f ? a  // keeps the sign of -0
+         : hls::fabs(a) < std::numeric_limits<float>::infinity() ? r
+                                                                 : a - a;  // inf, NaN: NaN
+}
+
+template <typename T>
+inline T cos(T a) { return hls::cos(a); }
+inline float cos(float a) {
+  const float r = float(sin_cos_core(a, 1));
+  return hls::fabs(a) < std::numeric_limits<float>::infinity() ? r : a - a;
+}
+
 }  // namespace math
 
 // --- arithmetic ---------------------------------------------------------------------------------
@@ -395,16 +473,19 @@ inline T silu(T a) {
   return a / (T(1) + math::exp(-a));
 }
 
-// gelu: `approximate` is ATen's GeluType (0 none, 1 tanh).
+// gelu with ATen's GeluType none (the exact one, through erf) and tanh (its approximation): two
+// kernels, so that neither builds the other's math.
 template <typename T>
-inline T gelu(T a, int32_t approximate) {
-  if (approximate == 1) {
-    const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
-    const T kappa = T(0.044715);
-    const T inner = beta * (a + kappa * a * a * a);
-    return T(0.5) * a * (T(1) + math::tanh(inner));
-  }
+inline T gelu(T a) {
   return a * T(0.5) * (T(1) + math::erf_for_gelu(a * T(0.7071067811865476)));  // 1 / sqrt(2)
+}
+
+template <typename T>
+inline T gelu_tanh(T a) {
+  const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
+  const T kappa = T(0.044715);
+  const T inner = beta * (a + kappa * a * a * a);
+  return T(0.5) * a * (T(1) + math::tanh(inner));
 }
 
 // --- activations and their gradients (ATen's cpu/Activation.cpp vector loops) ------------------
@@ -416,23 +497,25 @@ inline T silu_backward(T dy, T x) {
   return dy * s * (T(1) + x * (T(1) - s));
 }
 
-// gelu'(x) * dy for ATen's GeluType `approximate` (0 none, 1 tanh).
+// gelu'(x) * dy, GeluType none and tanh (two kernels, as gelu).
 template <typename T>
-inline T gelu_backward(T dy, T x, int32_t approximate) {
-  if (approximate == 1) {
-    const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
-    const T kappa = T(0.044715);
-    const T x_sq = x * x;
-    const T tanh_inner = hls::tanh(beta * (x + kappa * (x * x * x)));
-    const T left = T(0.5) * x;
-    const T left_derivative = T(0.5) * (T(1) + tanh_inner);
-    const T tanh_derivative = T(1) - tanh_inner * tanh_inner;
-    const T inner_derivative = beta * (T(1) + T(3) * kappa * x_sq);
-    return dy * (left_derivative + left * tanh_derivative * inner_derivative);
-  }
+inline T gelu_backward(T dy, T x) {
   const T cdf = T(0.5) * (T(1) + hls::erf(x * T(0.7071067811865476)));  // 1 / sqrt(2)
   const T pdf = T(0.3989422804014327) * hls::exp(x * x * T(-0.5));       // 1 / sqrt(2 pi)
   return dy * (cdf + x * pdf);
+}
+
+template <typename T>
+inline T gelu_backward_tanh(T dy, T x) {
+  const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
+  const T kappa = T(0.044715);
+  const T x_sq = x * x;
+  const T tanh_inner = hls::tanh(beta * (x + kappa * (x * x * x)));
+  const T left = T(0.5) * x;
+  const T left_derivative = T(0.5) * (T(1) + tanh_inner);
+  const T tanh_derivative = T(1) - tanh_inner * tanh_inner;
+  const T inner_derivative = beta * (T(1) + T(3) * kappa * x_sq);
+  return dy * (left_derivative + left * tanh_derivative * inner_derivative);
 }
 
 // elu: x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale (the coefficient rounded first).

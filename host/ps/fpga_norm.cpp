@@ -122,13 +122,15 @@ int64_t run_rows(const KernelRef& ref, const at::Tensor& like, const Rows& r, co
 
 at::Tensor empty_like_rows(const Rows& r) { return at::empty_like(r.data, at::MemoryFormat::Contiguous); }
 
-// norm_stats: (mean, biased var, invstd = 1 / sqrt(var + eps)) per row, float32.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> stats(const Rows& r, double eps) {
+// norm_stats: (mean, biased var, invstd = 1 / sqrt(var + eps)) per row, float32. invstd as ATen
+// computes it: batch_norm's in double; layer_norm's and group_norm's in float (`float_rstd`), where a
+// variance beyond float's range makes it 0.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> stats(const Rows& r, double eps, bool float_rstd) {
   const auto opts = r.data.options().dtype(at::kFloat);
   at::Tensor mean = at::empty({r.rows}, opts), var = at::empty({r.rows}, opts), invstd = at::empty({r.rows}, opts);
   run_rows(kStats, r.data, r,
            {{r.data, Port::Data, false}, {mean, Port::Row, true}, {var, Port::Row, true}, {invstd, Port::Row, true}},
-           eps, 0);
+           eps, float_rstd ? 8 : 0);
   return {mean, var, invstd};
 }
 
@@ -253,7 +255,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_batch_norm(
   at::Tensor mean, istd;
   if (training) {
     at::Tensor var;
-    std::tie(mean, var, istd) = stats(cr.rows, eps);
+    std::tie(mean, var, istd) = stats(cr.rows, eps, false);
     // running = (1 - momentum) * running + momentum * batch statistic (the variance unbiased).
     if (defined(running_mean)) running_mean->mul_(1 - momentum).add_(mean, momentum);
     if (defined(running_var)) {
@@ -358,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_layer_norm(const Kern
   const auto [lanes, word] = words_of(kAffine, input);
   const Rows r = layer_rows(input, normalized_shape.size(), lanes, word);
   const at::Tensor gamma = columns(weight, r.len, "layer_norm"), beta = columns(bias, r.len, "layer_norm");
-  const auto [mean, var, rstd] = stats(r, eps);
+  const auto [mean, var, rstd] = stats(r, eps, true);
   // (x - mean) * rstd * weight + bias: ATen's (x * rstd + (-mean * rstd)) * weight + bias, centred.
   const at::Tensor out = affine(r, mean, rstd, {}, gamma, beta);
   const auto sizes = stat_sizes(input, normalized_shape.size());
@@ -445,7 +447,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_native_group_norm(const Kern
   kernel_for(kernel, input.scalar_type(), input.device());
   const auto [lanes, word] = words_of(kAffine, input);
   const GroupRows gr = group_rows(input, N, C, HxW, group, lanes, word);
-  const auto [mean, var, rstd] = stats(gr.groups, eps);
+  const auto [mean, var, rstd] = stats(gr.groups, eps, true);
   // Per channel plane: (x - mean) * (rstd * w[c]) + b[c] (ATen's x * scale + (b[c] - mean * scale), centred).
   at::Tensor scale = per_plane(rstd, N, C, group);
   if (defined(weight)) scale = at::mul(scale.view({N, C}), vec(*weight)).view({N * C});

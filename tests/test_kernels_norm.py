@@ -251,6 +251,25 @@ def test_statistics_without_cancellation(level, op):
     assert_kernels("stats", "affine")
 
 
+@pytest.mark.parametrize("op", ["batch_norm", "group_norm"])
+def test_variance_beyond_float(level, op):
+    """Rows whose variance is past float32's range (values near 1e21): ATen's CPU kernels take the
+    inverse standard deviation of the variance rounded to float (inf -> 0), so those rows' outputs
+    are 0, and so are the device's (norm_stats). (layer_norm's CPU result there depends on ATen's
+    path: 0 in some row lengths, NaN in others, so it is not compared here; the fuzz programs
+    cover a 0 case.)"""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 4, 5, 6, generator=g)
+    x[1] *= 1e21  # sample 1: variance ~1e42
+    fn = {"batch_norm": lambda t: F.batch_norm(t, None, None, training=True),
+          "group_norm": lambda t: F.group_norm(t, 2)}[op]
+    expected = fn(x)
+    assert (expected[1].abs() == 0).all()  # the case this test is about
+    aten_fpga.reset_stats()
+    close(fn(on_device(x)), expected, rtol=1e-5, atol=1e-5)
+    assert_kernels("stats", "affine")
+
+
 @pytest.mark.parametrize("op", ["batch_norm", "layer_norm", "group_norm"])
 def test_sum_backward(level, op):
     """y.sum().backward() hands the backward an expanded gradient (stride 0 everywhere): the kernels

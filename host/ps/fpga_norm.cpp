@@ -123,8 +123,8 @@ int64_t run_rows(const KernelRef& ref, const at::Tensor& like, const Rows& r, co
 at::Tensor empty_like_rows(const Rows& r) { return at::empty_like(r.data, at::MemoryFormat::Contiguous); }
 
 // norm_stats: (mean, biased var, invstd = 1 / sqrt(var + eps)) per row, float32. invstd as ATen
-// computes it: batch_norm's in double; layer_norm's and group_norm's in float (`float_rstd`), where a
-// variance beyond float's range makes it 0.
+// computes it, from the float variance (one beyond float's range makes it 0): batch_norm's in
+// double, layer_norm's and group_norm's in float (`float_rstd`).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> stats(const Rows& r, double eps, bool float_rstd) {
   const auto opts = r.data.options().dtype(at::kFloat);
   at::Tensor mean = at::empty({r.rows}, opts), var = at::empty({r.rows}, opts), invstd = at::empty({r.rows}, opts);

@@ -49,6 +49,16 @@ def counted(fn, *args):
     return out, launches(), kernel_bytes()
 
 
+def compiled_run(f, *dev):
+    """f compiled, warmed up (traced and built), then run once more: its outputs, and the launches
+    per op of that last run."""
+    compiled = torch.compile(f, backend="aten_fpga")
+    compiled(*dev)
+    aten_fpga.reset_stats()
+    got = compiled(*dev)
+    return got, {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+
+
 def chain(x, b, w):
     """gelu of a biased input, scaled, shifted by a per-row value, relu: five ops, one shape."""
     return torch.relu(F.gelu(x + b) * 2.0 - w)
@@ -360,11 +370,7 @@ def test_chain_ending_in_a_whole_reduction(level):
     y, t, b = torch.randn(8, 4, 64, generator=g), torch.randn(8, 4, 64, generator=g), torch.randn(64, generator=g)
     dev = [on_device(v) for v in (y, t, b)]
     expected = f(*dev)
-    compiled = torch.compile(f, backend="aten_fpga")
-    compiled(*dev)
-    aten_fpga.reset_stats()
-    got = compiled(*dev)
-    launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+    got, launched = compiled_run(f, *dev)
     assert launched == {"aten_fpga::fused": 2}, launched  # no mean or sum kernel, no copy
     for a, e, c in zip(got, expected, f(y, t, b)):
         assert a.shape == e.shape == ()
@@ -384,11 +390,7 @@ def test_chain_ending_in_a_column_reduction(level):
     g, y = torch.randn(6, 5, 48, generator=gen), torch.randn(6, 5, 48, generator=gen)
     dev = [on_device(v) for v in (g, y)]
     expected = f(*dev)
-    compiled = torch.compile(f, backend="aten_fpga")
-    compiled(*dev)
-    aten_fpga.reset_stats()
-    got = compiled(*dev)
-    launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+    got, launched = compiled_run(f, *dev)
     for a, e, c in zip(got, expected, f(g, y)):
         assert a.shape == e.shape
         torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-5)
@@ -406,10 +408,8 @@ def test_column_sum_of_a_gemm_output_is_one_kernel():
     x, w = torch.randn(40, 32, generator=g), torch.randn(32, 48, generator=g)
     dev = [on_device(v) for v in (x, w)]
     expected, eager_launches, _ = counted(f, *dev)
-    compiled = torch.compile(f, backend="aten_fpga")
-    compiled(*dev)
-    got, fused_launches, _ = counted(compiled, *dev)
-    launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+    got, launched = compiled_run(f, *dev)
+    fused_launches = sum(launched.values())
     assert launched["aten_fpga::fused"] == 1 and not any(op.startswith("sum") for op in launched), launched
     assert fused_launches == 2 < eager_launches, (fused_launches, eager_launches)  # mm, the column sum
     torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)

@@ -98,3 +98,13 @@ EMU_GEMM_PE = (16, 32)
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:
     pm, pn = EMU_GEMM_PE if target == "emu" else GEMM_PE[p.alias]
     return f"{pm}x{pn}"
+
+
+DSP_BUDGET = 0.7  # of a card's DSPs, for the GEMM arrays
+DSPS_PER_MAC = 5  # a float32 multiply-add
+
+
+def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
+    """GEMM CUs at the XCL_OPT 4 default: as many PM x PN arrays as fit in the DSP budget (one of
+    the card's own array; three of the emulated image's 16 x 32 on a U250), at least one."""
+    return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))

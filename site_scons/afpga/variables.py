@@ -23,13 +23,13 @@ MAX_CUS = 64
 STREAMING = frozenset({"unary", "binary", "ternary", "pointwise", "reduce", "copy", "fill"})
 
 
-def default_cus(opt: int, platform: Platform, target: str) -> int:
-    """XCL_OPT 3 is the multi-CU level; XCL_OPT 4 on a card gives the streaming kernels as many CUs
-    as the card needs to keep its banks busy (Platform.opt4_cus); every other level, and the
-    emulated image (its CUs are host threads), has one CU unless cus= says otherwise."""
+def default_cus(opt: int, platform: Platform) -> int:
+    """XCL_OPT 3 is the multi-CU level; XCL_OPT 4 gives the streaming kernels as many CUs as the
+    card needs to keep its banks busy (Platform.opt4_cus). The emulated image mirrors the card's
+    CUs (each one a host thread), so that its launches split as the card's do. Other levels: one."""
     if opt == 3:
         return 4
-    return platform.opt4_cus if opt == 4 and target != "emu" else 1
+    return platform.opt4_cus if opt == 4 else 1
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,12 @@ class Config:
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
 
     def kernel_cus(self, category: str) -> int:
-        """CUs of one kernel of `category`: `cus`, but one for a compute-bound kernel at a card's
-        XCL_OPT 4 default."""
+        """CUs of one kernel of `category`: `cus`; at the XCL_OPT 4 default, the compute-bound kernels
+        get what the card's DSPs hold: as many GEMM PE arrays as fit (platforms.gemm_cus), one CU of
+        the others."""
         if self.cus_given or self.opt != 4 or category in STREAMING:
             return self.cus
-        return 1
+        return platforms.gemm_cus(self.platform, self.gemm_pe) if category == "gemm" else 1
 
     @property
     def hardware(self) -> bool:
@@ -108,9 +109,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v.Add(EnumVariable("platform", "the card (name or alias):\n" + platforms.describe() + "\n   ",
                        platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
                        map=platforms.ALIASES))
-    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3; at opt=4 for a card, streaming "
+    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3; at opt=4, as on the card, streaming "
                  f"kernels get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.opt4_cus}" for p in platforms.PLATFORMS.values())
-                 + "; else 1)", "",
+                 + "; gemm as many PE arrays as fit in ~70% of the DSPs; else 1)", "",
           _whole(1, MAX_CUS))
     v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
           _whole(50, 1000))
@@ -138,7 +139,7 @@ def config(env) -> Config:
                         f"(rootfs.ext4, Image). Give common_image=<folder> or set EDGE_COMMON_SW.")
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
-                  int(env["cus"]) if env["cus"] else default_cus(opt, platform, target),
+                  int(env["cus"]) if env["cus"] else default_cus(opt, platform),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
                   tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform, target)).split("x")),
                   bool(env["cus"]), env["fused"])

@@ -281,6 +281,28 @@ def test_other_dtypes_fall_back_counted(level):
 MLP_NON_GEMM_FALLBACKS: set[str] = set()  # none: ReLU, the MSE loss and the fills are kernels too
 
 
+def test_default_image_splits_rows_over_its_gemm_cus():
+    """The default emulated image has as many GEMM CUs as a U250 holds of its 16 x 32 array (3);
+    each computes a band of whole 64-row granules of c, on its own host thread, and the bits are
+    those of a one-CU product."""
+    aten_fpga.load(4)
+    assert aten_fpga._C.kernel_cus("v_gemm_float32") == 3
+    a, b = ints((600, 48)), ints((48, 80))  # rows of whole port words: no packing copies
+    x, y = dev(a), dev(b)
+    before = [c["runs"] for c in aten_fpga._C.cu_activity()]  # the CUs that ran so far
+    aten_fpga.reset_stats()
+    out = x @ y
+    activity = aten_fpga._C.cu_activity()
+    assert aten_fpga.stats()["mm"] == {"fpga": 1, "cpu_fallback": 0} and "copy_" not in aten_fpga.stats()
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=0, atol=0)
+    before += [0] * (len(activity) - len(before))
+    assert [c["runs"] - r for c, r in zip(activity, before)] == [1, 1, 1] + [0] * (len(activity) - 3)
+    assert len({c["last_thread"] for c in activity[:3]}) == 3
+    # (a, b, c, alpha, beta, m, ...): c's offset and the rows of each band
+    bands = [(c["last_args"][2][1], c["last_args"][5][1]) for c in activity[:3]]
+    assert bands == [(0, 256), (256 * 80 * 4, 256), (512 * 80 * 4, 88)]
+
+
 def test_mlp_training_step():
     """Linear(64, 128) -> ReLU -> Linear(128, 10), MSE loss, SGD, batch 32: 20 steps on the fpga give
     the CPU's weights within 1e-4 relative; every GEMM of forward and backward runs as a kernel."""

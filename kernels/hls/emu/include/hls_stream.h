@@ -3,45 +3,52 @@
 //
 // C-simulation semantics: a stream is an unbounded FIFO and DATAFLOW stages run one after the
 // other in program order, so every element a producer writes is buffered until its consumer runs.
-// The buffer is reused once drained, and a stream that goes out of scope hands its storage to the
-// next stream of its type on this thread, so a tiled kernel allocates only on its first tile.
+//
+// Speed: a stage's pipelined loop (`for i < n: out.write(op(in.read()))`) must stay a loop g++
+// can vectorize, as the card runs it at one element per cycle. So write() and read() are a store or
+// a load and an index bump, with no branch: the storage is a reservation of kCapacity bytes of
+// address space whose pages are committed on first use and reused after, with a guard page behind
+// it (a stream overfilled past it faults there); an underflow -- a read from an empty stream, which
+// would hang the card -- is reported when the stream goes out of scope. Streams live in a DATAFLOW
+// region (per tile or block), so a stream is written, then drained, then destroyed: its storage goes
+// back to a per-thread pool for the next stream of its type.
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 namespace hls {
 
 template <typename T>
 class stream {
+  static_assert(std::is_trivially_copyable<T>::value, "hls::stream elements are bus words: trivially copyable");
+
  public:
-  stream() { take_spare(); }
-  explicit stream(const char*) { take_spare(); }
+  // What one stream may hold between its first write and the end of its region (the largest, a
+  // GEMM operand's chunk stream, holds TM x k floats: 64 MiB at k = 2^20 on a 16-row array).
+  static constexpr std::size_t kCapacity = std::size_t(1) << 30;
+
+  stream() : data_(take()) {}
+  explicit stream(const char*) : data_(take()) {}
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
   ~stream() {
-    buf_.clear();
-    spares().push_back(std::move(buf_));
-  }
-
-  void write(const T& v) { buf_.push_back(v); }
-  void operator<<(const T& v) { write(v); }
-
-  T read() {
-    if (head_ == buf_.size()) {
-      // A read from an empty stream deadlocks on hardware; in simulation it is a kernel bug.
-      std::fprintf(stderr, "hls::stream: read from an empty stream (the kernel would hang)\n");
+    if (head_ > tail_) {
+      std::fprintf(stderr, "hls::stream: %zu read(s) from an empty stream (the kernel would hang)\n", head_ - tail_);
       std::abort();
     }
-    T v = buf_[head_++];
-    if (head_ == buf_.size()) {  // drained: rewind so the storage is reused by the next tile
-      head_ = 0;
-      buf_.clear();
-    }
-    return v;
+    pool().push_back(data_);
   }
+
+  void write(const T& v) { new (data_ + tail_++) T(v); }
+  void operator<<(const T& v) { write(v); }
+  T read() { return data_[head_++]; }
   void operator>>(T& v) { v = read(); }
   bool read_nb(T& v) {
     if (empty()) return false;
@@ -53,26 +60,35 @@ class stream {
     return true;
   }
 
-  bool empty() const { return head_ == buf_.size(); }
+  bool empty() const { return head_ >= tail_; }
   bool full() const { return false; }
-  std::size_t size() const { return buf_.size() - head_; }
+  std::size_t size() const { return empty() ? 0 : tail_ - head_; }
 
  private:
-  // Drained buffers of destroyed streams (capacity kept), per element type and thread.
-  static std::vector<std::vector<T>>& spares() {
-    thread_local std::vector<std::vector<T>> pool;
-    return pool;
+  // Reservations of destroyed streams, per element type and thread.
+  static std::vector<T*>& pool() {
+    thread_local std::vector<T*> spare;
+    return spare;
   }
-  void take_spare() {
-    auto& pool = spares();
-    if (!pool.empty()) {
-      buf_ = std::move(pool.back());
-      pool.pop_back();
+  static T* take() {
+    auto& spare = pool();
+    if (!spare.empty()) {
+      T* p = spare.back();
+      spare.pop_back();
+      return p;
     }
+    const std::size_t guard = 4096;
+    void* m = mmap(nullptr, kCapacity + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED || mprotect(static_cast<char*>(m) + kCapacity, guard, PROT_NONE) != 0) {
+      std::fprintf(stderr, "hls::stream: cannot reserve %zu bytes of address space for a stream\n", kCapacity);
+      std::abort();
+    }
+    return static_cast<T*>(m);
   }
 
-  std::vector<T> buf_;
-  std::size_t head_ = 0;
+  T* data_;
+  std::size_t head_ = 0, tail_ = 0;  // elements [head_, tail_) are in the FIFO
 };
 
 }  // namespace hls

@@ -1,5 +1,5 @@
 """The emulator's hls::stream (kernels/hls/emu/include/hls_stream.h): FIFO order, storage reused
-across regions, an underflow reported (it would hang the card), and a pipelined stage's loop over
+across regions and released with its thread, an underflow reported (it would hang the card), and a pipelined stage's loop over
 streams left to g++ to vectorize -- the levels' scalar streams run at SIMD speed because of it."""
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ SHIMS = f"{ROOT}/kernels/hls/emu/include"
 PROGRAM = r"""
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
 #include "hls_stream.h"
 
 // A read -> compute -> write region, as the XCL_OPT 2 kernels are written.
@@ -32,6 +35,13 @@ static void region(const float* x, const float* y, float* z, uint64_t n, uint64_
   write(o, z, reads);
 }
 
+static int mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) ++n;
+  return n;
+}
+
 int main(int argc, char**) {
   static float x[5000], y[5000], z[5000];
   for (int i = 0; i < 5000; ++i) x[i] = float(i), y[i] = float(-3 * i);
@@ -48,6 +58,10 @@ int main(int argc, char**) {
   s << 7;
   s.write(8);
   if (s.size() != 2 || !s.read_nb(v) || v != 7 || s.read() != 8 || !s.empty()) return 3;
+  // Threads that ran regions release their streams' storage when they end.
+  const int before = mappings();
+  for (int t = 0; t < 20; ++t) std::thread([] { static float v[64]; region(v, v, v, 64, 64); }).join();
+  if (mappings() > before + 4) return 4;
   std::puts("ok");
   std::fflush(stdout);
   if (argc > 1) region(x, y, z, 4, 5);  // one read more than was written
@@ -59,7 +73,7 @@ int main(int argc, char**) {
 def build(tmp_path, *flags) -> tuple[str, subprocess.CompletedProcess]:
     src, exe = tmp_path / "stream.cpp", tmp_path / "stream"
     src.write_text(PROGRAM)
-    cc = subprocess.run(["g++", "-std=c++14", "-O3", "-march=native", *flags, f"-I{SHIMS}", str(src), "-o", str(exe)],
+    cc = subprocess.run(["g++", "-std=c++14", "-O3", "-march=native", "-pthread", *flags, f"-I{SHIMS}", str(src), "-o", str(exe)],
                         capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
     return str(exe), cc

@@ -65,10 +65,18 @@ class stream {
   std::size_t size() const { return empty() ? 0 : tail_ - head_; }
 
  private:
-  // Reservations of destroyed streams, per element type and thread.
+  static constexpr std::size_t kGuard = 4096;
+
+  // Reservations of destroyed streams, per element type and thread; released when the thread ends.
+  struct Pool {
+    std::vector<T*> spare;
+    ~Pool() {
+      for (T* p : spare) munmap(p, kCapacity + kGuard);
+    }
+  };
   static std::vector<T*>& pool() {
-    thread_local std::vector<T*> spare;
-    return spare;
+    thread_local Pool pool;
+    return pool.spare;
   }
   static T* take() {
     auto& spare = pool();
@@ -77,10 +85,9 @@ class stream {
       spare.pop_back();
       return p;
     }
-    const std::size_t guard = 4096;
-    void* m = mmap(nullptr, kCapacity + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+    void* m = mmap(nullptr, kCapacity + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    if (m == MAP_FAILED || mprotect(static_cast<char*>(m) + kCapacity, guard, PROT_NONE) != 0) {
+    if (m == MAP_FAILED || mprotect(static_cast<char*>(m) + kCapacity, kGuard, PROT_NONE) != 0) {
       std::fprintf(stderr, "hls::stream: cannot reserve %zu bytes of address space for a stream\n", kCapacity);
       std::abort();
     }

@@ -86,7 +86,8 @@ at::Tensor operand_view(const at::TensorIterator& iter, int arg, const std::vect
 
 // A reduction over a middle block of dims: the input, by its strides, a dense [O, R, C] block
 // (outermost first: kept dims, then reduced ones, then kept ones again, C of them innermost), which
-// the COLUMNS mode reduces to [O, C] without moving it. c == 0 when the input is not so.
+// the COLUMNS mode reduces to [O, C] without moving it; R = 1 when the reduced dims have one element
+// (the iterator drops them). c == 0 when the input is not so.
 struct Columns {
   int64_t o = 1, r = 1, c = 0;
   size_t c_dims = 0;                             // dims in C
@@ -114,9 +115,9 @@ Columns columns_of(const at::TensorIterator& iter) {
   }
   for (; i < dims.size() && dims[i].out != 0; ++i) c.c_dims++;
   if (c.c_dims == 0) return none;
-  size_t reduced = 0;
+  size_t reduced = 0;  // none when every dim is kept (a reduced dim of one element): R = 1
   for (; i < dims.size() && dims[i].out == 0; ++i) reduced++;
-  if (reduced == 0) return none;
+  if (reduced == 0 && i < dims.size()) return none;
   for (size_t j = i; j < dims.size(); ++j) {
     if (dims[j].out == 0) return none;
   }

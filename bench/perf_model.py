@@ -66,7 +66,7 @@ REDUCE_ROWS = 4096
 REDUCE_PARTIALS = 16
 ADD_LATENCY = 8
 PIPELINE_FILL = 12
-COL_TILE = 64  # the COLUMNS mode's tile: port words of a row (kernels/hls/reduce/_kernel.j2)
+COL_TILE = 128  # the COLUMNS mode's tile: port words of a row (kernels/hls/reduce/_kernel.j2)
 MIN_ELEMENTS_PER_CU = 16384  # host/ps/launch.h kMinElementsPerCU
 
 

@@ -18,10 +18,15 @@ Assumptions (docs/benchmarks.md explains them):
 - the banks each CU port uses are the build's (site_scons/afpga/connectivity.py bank_index); a port
   moves at most its width per cycle; the ports sharing a bank share its peak bandwidth; every CU
   gets an equal share of the range (launch.split), so the launch runs at the slowest CU's rate;
-- reductions: "reduce" reduces rows (x.view(4096, -1).sum(1)): the runtime splits the rows over the
-  CUs; "reduce_all" reduces everything to one value (x.sum()): the runtime runs one row, so one CU;
-  each row costs the fold its drain besides its words (reduce_run_cycles: the partials' trees, as
-  kernels/hls/reduce writes them), which the read stage's FIFO only partly hides;
+- reductions (kernels/hls/reduce, host/ps/fpga_reduce.cpp): "reduce" reduces rows
+  (x.view(4096, -1).sum(1)): the runtime splits the rows over the CUs, and each row costs the fold
+  its drain besides its words (reduce_run_cycles: the partials' trees, as the kernel writes them);
+  "reduce_all" reduces everything to one value (x.sum()): the runtime splits the one row into a
+  piece per CU (PARTIAL mode), then a second launch merges the pieces' partials (COMBINE: one merge
+  per piece, ADD_LATENCY cycles each); "reduce_cols" reduces the rows of x.view(4096, -1) column by
+  column (x.sum(0), COLUMNS mode): each CU a block of columns, streamed in tiles of COL_TILE words,
+  each row of a tile one burst whose pipelined loop restarts (PIPELINE_FILL cycles) per row, and a
+  drain per tile (the ring's copies merged, one output element per cycle);
 - "resident": the operands already live in device memory (a chain of FPGA ops); "with transfers":
   the inputs are copied in and the output out over the host link (PCIe Gen3 x16, ~12 GB/s per
   direction measured; the embedded platform shares the host's memory, so it has no such copy);
@@ -49,7 +54,10 @@ LEVEL_CUS = {1: 1, 2: 1, 3: 4, 4: 1}  # compute-bound kernels (gemm, fft) at eac
 LEVEL_LANES = {1: 1, 2: 1, 3: 1, 4: 16}
 # A category's kernel: its m_axi ports (bundles) and those that stream n elements each; a
 # reduction's output port moves one element per row.
-CATEGORY_PORTS = {"unary": (2, 2), "binary": (3, 3), "ternary": (4, 4), "reduce": (2, 1), "reduce_all": (2, 1)}
+# A reduce kernel has three ports (in, out, part: the partials of a split reduction).
+CATEGORY_PORTS = {"unary": (2, 2), "binary": (3, 3), "ternary": (4, 4), "reduce": (3, 1), "reduce_all": (3, 1),
+                  "reduce_cols": (3, 1)}
+REDUCTIONS = ("reduce", "reduce_all", "reduce_cols")
 REDUCE_ROWS = 4096
 # The reduce kernels' fold (kernels/hls/reduce): PARTIALS interleaved accumulators (per lane at
 # XCL_OPT 4), combined at each run's (row's) end by balanced trees of merges. A merge of sums is a
@@ -58,6 +66,8 @@ REDUCE_ROWS = 4096
 REDUCE_PARTIALS = 16
 ADD_LATENCY = 8
 PIPELINE_FILL = 12
+COL_TILE = 128  # the COLUMNS mode's tile: port words of a row (kernels/hls/reduce/_kernel.j2)
+MIN_ELEMENTS_PER_CU = 16384  # host/ps/launch.h kMinElementsPerCU
 
 
 def reduce_run_cycles(level: int) -> int:
@@ -96,22 +106,34 @@ def streaming_cus(level: int, platform) -> int:
     return 4 if level == 3 else platform.opt4_cus if level == 4 else 1
 
 
+def reduce_cus(category: str, level: int, platform, n: int) -> tuple[int, int]:
+    """CUs a reduction of n elements runs on, as host/ps/fpga_reduce.cpp splits it, and the words
+    (items) of a row each CU streams at a time: its row (piece) or its column tile's width."""
+    lanes = LEVEL_LANES[level]
+    cus = min(streaming_cus(level, platform), max(1, n // MIN_ELEMENTS_PER_CU))
+    if category == "reduce":
+        return min(cus, REDUCE_ROWS), -(-n // REDUCE_ROWS // lanes)
+    if category == "reduce_all":
+        return cus, -(-n // cus // lanes)
+    words = -(-n // REDUCE_ROWS // lanes)  # reduce_cols: words per row, split over the CUs
+    cus = min(cus, words)
+    return cus, min(COL_TILE, -(-words // cus))
+
+
 def throughput(category: str, level: int, platform, n: int) -> tuple[float, int, str]:
     """Elements per second one launch streams, the CUs it uses, and what bounds it."""
     bundles, streams = CATEGORY_PORTS[category]
     lanes = LEVEL_LANES[level]
-    if category == "reduce_all":
-        cus = 1  # one row: one CU
+    if category in REDUCTIONS:
+        cus, width = reduce_cus(category, level, platform, n)
     else:
-        cus = min(streaming_cus(level, platform), max(1, n // 16384))  # launch.h: >= 16384 elements per CU
-        if category == "reduce":
-            cus = min(cus, REDUCE_ROWS)
+        cus = min(streaming_cus(level, platform), max(1, n // MIN_ELEMENTS_PER_CU))  # launch.h: >= 16384 per CU
     # Compute: level 1 runs its phases in turn.
     compute = CLOCK_HZ * lanes / (streams + 1 if level == 1 else 1)
     if category in ("reduce", "reduce_all"):
-        row = n // REDUCE_ROWS if category == "reduce" else n  # elements per row
-        beats = -(-row // lanes)  # port words (or elements) per row
-        compute *= beats / (beats + reduce_run_cycles(level))
+        compute *= width / (width + reduce_run_cycles(level))  # a drain per row (piece)
+    elif category == "reduce_cols":
+        compute *= width / (width + PIPELINE_FILL)  # each row of a tile restarts the burst loop
     port = CLOCK_HZ * lanes * ELEMENT_BYTES  # bytes/s one port moves at most
     # Which bank each streaming port lands on, and how many stream into each bank.
     nbanks = len(platform.banks)
@@ -137,6 +159,21 @@ def throughput(category: str, level: int, platform, n: int) -> tuple[float, int,
     return cus * memory, cus, memory_bound
 
 
+def extra_seconds(category: str, level: int, platform, n: int) -> float:
+    """Time a launch spends besides streaming: reduce_all's combine (a second launch merging one
+    partial per CU), reduce_cols' per-tile fill, clear and drain."""
+    cus, width = reduce_cus(category, level, platform, n) if category in REDUCTIONS else (1, 0)
+    if category == "reduce_all" and cus > 1:
+        return LAUNCH_S + (FILL_CYCLES + cus * ADD_LATENCY) / CLOCK_HZ
+    if category == "reduce_cols":
+        lanes = LEVEL_LANES[level]
+        tiles = -(-(-(-n // REDUCE_ROWS // lanes) // cus) // width)  # tiles per CU
+        ring = width * -(-REDUCE_PARTIALS // width)
+        drain = COL_TILE + (ring - width) * ADD_LATENCY + width * lanes  # clear, copies, one store a cycle
+        return tiles * (FILL_CYCLES + drain) / CLOCK_HZ
+    return 0.0
+
+
 def cpu_seconds(n: int) -> dict[str, float]:
     """torch's CPU time per category at n elements, measured in this run."""
     import torch
@@ -145,7 +182,8 @@ def cpu_seconds(n: int) -> dict[str, float]:
     rows = a.view(REDUCE_ROWS, -1)
     return {"unary": median_seconds(lambda: torch.neg(a), 5), "binary": median_seconds(lambda: a + b, 5),
             "ternary": median_seconds(lambda: torch.addcmul(a, b, c), 5),
-            "reduce": median_seconds(lambda: rows.sum(1), 5), "reduce_all": median_seconds(lambda: a.sum(), 5)}
+            "reduce": median_seconds(lambda: rows.sum(1), 5), "reduce_all": median_seconds(lambda: a.sum(), 5),
+            "reduce_cols": median_seconds(lambda: rows.sum(0), 5)}
 
 
 def model(n: int) -> list[dict]:
@@ -155,7 +193,7 @@ def model(n: int) -> list[dict]:
         for level in (1, 2, 3, 4):
             for p in PLATFORMS.values():
                 rate, cus, bound = throughput(category, level, p, n)
-                resident = n / rate + FILL_CYCLES / CLOCK_HZ + LAUNCH_S
+                resident = n / rate + FILL_CYCLES / CLOCK_HZ + LAUNCH_S + extra_seconds(category, level, p, n)
                 moved = n * streams * ELEMENT_BYTES  # bytes through the card's memory
                 # With transfers, the same bytes cross the host link (inputs in, outputs out).
                 transfers = resident + (moved / (p.host_link_gbps * 1e9) if p.host_link_gbps else 0.0)

@@ -399,8 +399,8 @@ def test_chain_ending_in_a_column_reduction(level):
 
 
 def test_column_sum_of_a_gemm_output_is_one_kernel():
-    """A bias gradient of a GEMM's output (no chain makes it): one fused kernel, where the reduce
-    driver launches two (a dense copy, then the reduction)."""
+    """A bias gradient of a GEMM's output (no chain makes it): one fused kernel. (Eager, the reduce
+    driver's COLUMNS mode reduces the GEMM's output in place: one launch too, no copy.)"""
     def f(x, w):
         return torch.mm(x, w).sum(0, keepdim=True)
 
@@ -411,7 +411,7 @@ def test_column_sum_of_a_gemm_output_is_one_kernel():
     got, launched = compiled_run(f, *dev)
     fused_launches = sum(launched.values())
     assert launched["aten_fpga::fused"] == 1 and not any(op.startswith("sum") for op in launched), launched
-    assert fused_launches == 2 < eager_launches, (fused_launches, eager_launches)  # mm, the column sum
+    assert fused_launches == 2 <= eager_launches, (fused_launches, eager_launches)  # mm, the column sum
     torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.cpu(), f(x, w), rtol=1e-5, atol=1e-4)
 

@@ -328,7 +328,7 @@ def test_codegen_reduce_kernels(tmp_path):
     argmax, norm, var = (r.kernels[0] for r in entries)
     assert (argmax.name, argmax.out.name, norm.out.name, var.out.name) == (
         "v_argmax_float16", "int64", "float32", "float32")
-    assert arg_names(norm) == ["in", "out", "p", "outer", "inner"]
+    assert arg_names(norm) == ["in", "out", "part", "p", "outer", "inner", "cols", "pitch", "first", "length", "mode"]
     assert [(s.name, s.ctype) for s in var.op.scalars] == [("correction", "double"), ("take_sqrt", "bool")]
     assert entries[2].stub is None and entries[0].stub == "argmax_stub"
 

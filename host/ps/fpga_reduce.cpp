@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "FPGAType.h"
+#include "afpga_abi.h"
 #include "allocator.h"
 #include "fpga_kernel.h"
 #include "launch.h"
@@ -83,6 +84,56 @@ at::Tensor operand_view(const at::TensorIterator& iter, int arg, const std::vect
 }
 
 
+// A reduction over a middle block of dims: the input, by its strides, a dense [O, R, C] block
+// (outermost first: kept dims, then reduced ones, then kept ones again, C of them innermost), which
+// the COLUMNS mode reduces to [O, C] without moving it; R = 1 when the reduced dims have one element
+// (the iterator drops them). c == 0 when the input is not so.
+struct Columns {
+  int64_t o = 1, r = 1, c = 0;
+  size_t c_dims = 0;                             // dims in C
+  std::vector<int64_t> sizes, strides;           // the input's dims in that order, element strides
+  std::vector<int64_t> out_sizes, out_strides;   // the output's [O..., C...] dims
+};
+
+Columns columns_of(const at::TensorIterator& iter) {
+  struct Dim {
+    int64_t size, in, out;
+  };
+  std::vector<Dim> dims;
+  const auto shape = iter.shape();
+  const auto out_strides = iter.strides(0), in_strides = iter.strides(1);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1) dims.push_back({shape[d], in_strides[d] / iter.element_size(1), out_strides[d] / iter.element_size(0)});
+  }
+  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.in < b.in; });
+  Columns none, c;
+  int64_t dense = 1;
+  size_t i = 0;
+  for (const Dim& d : dims) {  // innermost first: dense, C kept, R reduced, O kept
+    if (d.in != dense) return none;
+    dense *= d.size;
+  }
+  for (; i < dims.size() && dims[i].out != 0; ++i) c.c_dims++;
+  if (c.c_dims == 0) return none;
+  size_t reduced = 0;  // none when every dim is kept (a reduced dim of one element): R = 1
+  for (; i < dims.size() && dims[i].out == 0; ++i) reduced++;
+  if (reduced == 0 && i < dims.size()) return none;
+  for (size_t j = i; j < dims.size(); ++j) {
+    if (dims[j].out == 0) return none;
+  }
+  c.c = 1;
+  for (size_t j = dims.size(); j-- > 0;) {  // outermost first
+    c.sizes.push_back(dims[j].size);
+    c.strides.push_back(dims[j].in);
+    if (dims[j].out != 0) {
+      c.out_sizes.push_back(dims[j].size);
+      c.out_strides.push_back(dims[j].out);
+    }
+    (j < c.c_dims ? c.c : j < c.c_dims + reduced ? c.r : c.o) *= dims[j].size;
+  }
+  return c;
+}
+
 // The vector norm's kernel for its order p: each kind of order is its own kernel (a general p's pow
 // built into every lane of every norm would cost the card DSPs and latency for nothing).
 const KernelRef& norm_kernel(const KernelRef& norm, c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
@@ -109,40 +160,52 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
   const at::ScalarType in_dtype = iter.dtype(1);  // the kernels are named by their input dtype
   KernelLaunch launch(kernel, in_dtype, where);
   const KernelInfo& info = launch.info();
-  const size_t nscalars = scalars.size();  // the arguments: in, out, the scalars, outer, inner
-  launch.expect_args(nscalars + 4, "template and stub disagree: fix kernels/hls/reduce/ops.yaml 'scalars'");
+  const size_t nscalars = scalars.size();  // the arguments: in, out, part, the scalars, 7 sizes
+  launch.expect_args(nscalars + 10, "template and stub disagree: fix kernels/hls/reduce/ops.yaml 'scalars'");
   TORCH_CHECK(info.args[1].bytes == iter.element_size(0), info.name, " writes ", info.args[1].bytes,
               "-byte elements but the op's output is ", iter.dtype(0),
               " (fix the op's 'out' in kernels/hls/reduce/ops.yaml)");
+  TORCH_CHECK(info.args[2].bytes == AFPGA_REDUCE_PARTIAL_BYTES, info.name, ": its partials port moves ",
+              info.args[2].bytes, "-byte words, not ", AFPGA_REDUCE_PARTIAL_BYTES, " (rebuild the image)");
 
   const Rows r = rows_of(iter);
   if (r.outer == 0) return;  // no output elements
   c10::DeviceGuard guard(where);
+  c10::SmallVector<c10::Scalar, 2> values;
+  for (size_t s = 0; s < nscalars; ++s) values.push_back(scalar_or_default(kernel, scalars, s, in_dtype));
 
-  // The input port: [outer, pitch] with each row's inner elements first. A 512-bit port reads
-  // whole words, so there rows are padded to whole words (the kernel ignores the padding).
-  const int64_t in_size = iter.element_size(1);
+  const int64_t in_size = iter.element_size(1), out_size = iter.element_size(0);
   const int64_t word = std::max<int64_t>(info.args[0].bytes, in_size);
-  const int64_t lanes = word / in_size;
-  const int64_t pitch = (r.inner + lanes - 1) / lanes * lanes;
+  const int64_t lanes = word / in_size;  // elements per port item
+  const Columns cols = r.inner == 0 ? Columns{} : columns_of(iter);
+
+  // The input port's layout. Rows: [outer, pitch] with each row's inner elements first. Columns:
+  // [O, R, pitch] with each row's C elements first. A 512-bit port reads whole words, so there rows
+  // are padded to whole words (the kernel ignores the padding) and start on a word.
+  const bool by_columns = cols.c > 1;
+  const int64_t row_len = by_columns ? cols.c : r.inner;
+  const int64_t pitch = (row_len + lanes - 1) / lanes * lanes;
   at::Tensor in;
   if (r.inner == 0) {
     in = at::empty({1}, iter.tensor(1).options());  // empty rows: the kernel reads nothing
   } else {
-    const std::vector<int64_t> sizes = concat(r.kept, r.reduced), strides = concat(r.kept_in, r.reduced_in);
-    const std::vector<int64_t> packed = row_major(sizes, r.reduced.size(), pitch);
+    const std::vector<int64_t> sizes = by_columns ? cols.sizes : concat(r.kept, r.reduced);
+    const std::vector<int64_t> strides = by_columns ? cols.strides : concat(r.kept_in, r.reduced_in);
+    const std::vector<int64_t> packed = row_major(sizes, by_columns ? cols.c_dims : r.reduced.size(), pitch);
     in = operand_view(iter, 1, sizes, strides);
-    if (strides != packed || pitch != r.inner || byte_offset(in) % word != 0) {
-      at::Tensor t = at::empty({r.outer * pitch}, in.options());
+    if (strides != packed || pitch != row_len || byte_offset(in) % word != 0) {
+      const int64_t rows = by_columns ? cols.o * cols.r : r.outer;
+      at::Tensor t = at::empty({rows * pitch}, in.options());
       t.as_strided(sizes, packed).copy_(in);  // on the device: gather (and pad) the rows
       in = t;
     }
   }
 
-  // The output port: one element per row, in row order.
-  const int64_t out_size = iter.element_size(0);
-  const at::Tensor out_view = operand_view(iter, 0, r.kept, r.kept_out);
-  const bool direct = r.kept_out == row_major(r.kept, 0, 1);
+  // The output port: one element per result, in the kernel's order (rows; [O, C] for columns).
+  const std::vector<int64_t> out_sizes = by_columns ? cols.out_sizes : r.kept;
+  const std::vector<int64_t> out_strides = by_columns ? cols.out_strides : r.kept_out;
+  const at::Tensor out_view = operand_view(iter, 0, out_sizes, out_strides);
+  const bool direct = out_strides == row_major(out_sizes, 0, 1);
   const at::Tensor out = direct ? out_view : at::empty({r.outer}, out_view.options());
 
   Allocation* in_alloc = allocation_of(in);
@@ -151,20 +214,82 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
   sync_to_device(in_alloc);
   prepare_device_write(out_alloc, out_offset, r.outer * out_size);
 
-  c10::SmallVector<c10::Scalar, 2> values;
-  for (size_t s = 0; s < nscalars; ++s) values.push_back(scalar_or_default(kernel, scalars, s, in_dtype));
+  // The runs, each one compute unit's: its input item, output element, partial word, sizes.
+  struct Run {
+    int64_t in_item, out_at, part_at, outer, inner, cols, first;
+  };
+  c10::SmallVector<Run, 8> runs;
+  int64_t pieces = 1;  // > 1: each result is split over that many runs, whose partials are combined
+  int64_t results = r.outer;
+  const int64_t pitch_items = pitch / lanes;
+  const int64_t cus = launch.cus();
+  if (by_columns) {
+    // Columns: each CU a block of whole columns (words) of the one batch, or whole batches; when
+    // the columns are too few to go round, each CU a block of rows, and the partials combined.
+    const int64_t words = pitch_items, elements = cols.o * cols.r * cols.c;
+    if (cols.o == 1 && words < cus && cols.r >= 2 * cus) {
+      for (const CuRange& b : launch.split(cols.r, 1, cols.c)) runs.push_back({b.begin * pitch_items, 0, 0, 1, b.size(), cols.c, b.begin});
+      pieces = static_cast<int64_t>(runs.size());
+      for (size_t s = 0; s < runs.size(); ++s) runs[s].part_at = static_cast<int64_t>(s) * cols.c;
+    } else if (cols.o == 1) {
+      for (const CuRange& b : launch.split(words, 1, std::max<int64_t>(1, elements / words))) {
+        runs.push_back({b.begin, b.begin * lanes, 0, 1, cols.r, std::min(cols.c, b.end * lanes) - b.begin * lanes, 0});
+      }
+    } else {
+      for (const CuRange& b : launch.split(cols.o, 1, cols.r * cols.c)) {
+        runs.push_back({b.begin * cols.r * pitch_items, b.begin * cols.c, 0, b.size(), cols.r, cols.c, 0});
+      }
+    }
+  } else {
+    // Rows: each CU a block of whole rows; when the rows are fewer than the CUs and long, each row
+    // split into pieces of whole words, one per CU, and the partials combined.
+    const int64_t split = r.inner == 0 ? 1 : std::min(cus / r.outer, r.inner / kMinElementsPerCU);
+    if (split >= 2) {
+      const int64_t piece = (pitch_items + split - 1) / split;  // words per piece
+      pieces = (pitch_items + piece - 1) / piece;
+      for (int64_t s = 0; s < pieces; ++s) {
+        for (int64_t row = 0; row < r.outer; ++row) {
+          const int64_t begin = s * piece * lanes, end = std::min(r.inner, (s + 1) * piece * lanes);
+          runs.push_back({row * pitch_items + s * piece, 0, s * r.outer + row, 1, end - begin, 1, begin});
+        }
+      }
+    } else {
+      for (const CuRange& b : launch.split(r.outer, 1, std::max<int64_t>(1, r.inner))) {
+        runs.push_back({b.begin * pitch_items, b.begin, 0, b.size(), r.inner, 1, 0});
+      }
+    }
+  }
 
-  // Each CU reduces its own block of whole rows.
-  for (const CuRange& rows : launch.split(r.outer, 1, std::max<int64_t>(1, r.inner))) {
+  // Partials: one word per result per piece, on the device only.
+  at::Tensor partials = at::empty({pieces > 1 ? pieces * results * AFPGA_REDUCE_PARTIAL_BYTES : 1},
+                                  out.options().dtype(at::kByte));
+  Allocation* part_alloc = allocation_of(partials);
+  const size_t part_offset = byte_offset(partials);
+  if (pieces > 1) prepare_device_write(part_alloc, part_offset, partials.nbytes());
+  const int64_t mode = (by_columns ? AFPGA_REDUCE_COLUMNS : 0) | (pieces > 1 ? AFPGA_REDUCE_PARTIAL : 0);
+  for (const Run& u : runs) {
     RunArgs args = launch.add_run();
-    args.buffer(in_alloc, in_offset + static_cast<size_t>(rows.begin * pitch * in_size))
-        .buffer(out_alloc, out_offset + static_cast<size_t>(rows.begin * out_size));
+    args.buffer(in_alloc, in_offset + static_cast<size_t>(u.in_item * word))
+        .buffer(out_alloc, out_offset + static_cast<size_t>(u.out_at * out_size))
+        .buffer(part_alloc, part_offset + static_cast<size_t>(u.part_at * AFPGA_REDUCE_PARTIAL_BYTES));
     for (const c10::Scalar& v : values) args.scalar(v);
-    args.size(rows.size()).size(r.inner);
+    args.size(u.outer).size(u.inner).size(u.cols).size(pitch_items).size(u.first)
+        .size(by_columns ? cols.r : r.inner).size(mode);
   }
   launch.run();
+  if (pieces > 1) {
+    // The combine: one unit merges each result's pieces in order and finishes it.
+    mark_device_written(part_alloc);
+    KernelLaunch combine(kernel, in_dtype, where);
+    RunArgs args = combine.add_run();
+    args.buffer(in_alloc, in_offset, 0).buffer(out_alloc, out_offset).buffer(part_alloc, part_offset);
+    for (const c10::Scalar& v : values) args.scalar(v);
+    args.size(results).size(pieces).size(1).size(1).size(0).size(by_columns ? cols.r : r.inner)
+        .size(AFPGA_REDUCE_COMBINE);
+    combine.run();
+  }
   mark_device_written(out_alloc);
-  if (!direct) out_view.copy_(out.view(r.kept));  // on the device: scatter into the strided output
+  if (!direct) out_view.copy_(out.view(out_sizes));  // on the device: scatter into the strided output
 }
 
 // --- Reductions ATen does not structure: the table's `host:` entries -----------------------------

@@ -52,7 +52,10 @@ def build(env, cfg, gen, steps) -> list:
         # The unary unit: no kernel reads the floating-point exception flags, so g++ may evaluate both
         # sides of afpga::math's selects and vectorize its lane loops (values are unchanged). Not
         # everywhere: it made the NaN-propagating max of the reduce kernels several times slower.
-        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + ["-fno-trapping-math"]) if name == "unary" else emu
+        # The reduce unit: the stream shim's word copies in 256-bit moves, as its folds load them; with
+        # the 128-bit moves g++ picks for Zen 3 each load of a copied word stalls on store forwarding.
+        flags = {"unary": ["-fno-trapping-math"], "reduce": ["-mmove-max=256", "-mstore-max=256"]}.get(name)
+        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + flags) if flags else emu
         obj = unit_env.SharedObject(f"{out}/obj/{name}.os", unit)
         emu.Depends(obj, included)  # the unit #includes them (also found by the scanner once generated)
         steps.track(emu, obj, f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included,

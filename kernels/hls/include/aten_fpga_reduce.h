@@ -20,7 +20,9 @@
 
 #include <cmath>
 #include <complex>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -102,6 +104,44 @@ template <class Op, int N>
 typename Op::Acc combine(const Op& op, const typename Op::Acc (&p)[N]) {
 #pragma HLS INLINE
   return Tree<Op, 0, N>::run(op, p);
+}
+
+// Lane l of a port item: a word's lane at XCL_OPT 4, the element itself at the other levels (one
+// lane), so a template writes one loop over ITEM_LANES for both.
+template <typename T> inline T lane(const T& x, int) { return x; }
+template <typename T, std::size_t N> inline T lane(const hls::vector<T, N>& x, int l) { return x[l]; }
+
+// A partial accumulator as one word of the `part` port (REDUCE_PARTIAL_BYTES, codegen/abi.py): the
+// accumulator's bytes first, the rest zero. Every op's Acc is a plain scalar or struct of scalars,
+// so the copy is a bit-for-bit move of the fields (wires on the card).
+template <class Word, class Acc>
+inline Word to_word(const Acc& a) {
+  static_assert(sizeof(Acc) <= sizeof(Word), "an accumulator wider than a partial word (REDUCE_PARTIAL_BYTES)");
+  Word w(0);
+  std::memcpy(&w, &a, sizeof(Acc));
+  return w;
+}
+template <class Acc, class Word>
+inline Acc from_word(const Word& w) {
+  Acc a;
+  std::memcpy(&a, &w, sizeof(Acc));
+  return a;
+}
+
+// Rows of `width` items that one column reduction's DATAFLOW region streams, a multiple of
+// `multiple`: every row on the card (one fill per column tile), about dataflow_span's 16 KiB of
+// items in C simulation, whose streams buffer all their producer wrote. The division runs in the
+// emulator only.
+template <typename E>
+inline uint64_t dataflow_rows(uint64_t width, uint64_t multiple) {
+#ifdef __SYNTHESIS__
+  (void)width;
+  (void)multiple;
+  return ~uint64_t(0);
+#else
+  const uint64_t rows = dataflow_span<E>() / width;
+  return (rows > 0 ? rows : 1) * multiple;
+#endif
 }
 
 // --- The ops ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
         name = f"fused_{k}"
         gm.add_submodule(name, module)
         p = module.plan
-        members = set(group.nodes) | ({group.reduction} if group.reduction else set())
+        members = group.members
         last = max(members, key=_position(graph))
         with graph.inserting_after(last):
             call = graph.call_module(name, tuple(p.inputs))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -98,10 +98,13 @@ class GemmEpilogue:
     steps: tuple[Step, ...]
     c_value: str  # the value c stores: "gemm" or a step's
     outputs: tuple[Port, ...]  # further outputs, in c's layout
+    # Sums or means of values over every row (one per column: a bias gradient) or over every
+    # element (a loss), accumulated tile by tile in the write stage; their ports follow the outputs.
+    reductions: tuple[Reduction, ...] = ()
 
     @property
     def ports(self) -> tuple[Port, ...]:
-        return self.inputs + self.outputs
+        return self.inputs + self.outputs + tuple(r.port for r in self.reductions)
 
     @functools.cached_property
     def name(self) -> str:
@@ -165,8 +168,17 @@ POINTWISE: dict = {
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
 
-# Products whose write stage may apply a chain: 2-D, one batch item (kernels/hls/gemm).
-GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")}  # the a and b operands
+# The reductions a fused GEMM's write stage accumulates (over rows or every element), and the
+# dtype they may run in: the write stage keeps a tile's sums in the accumulator type (float32) and
+# the running sums in the output port between tiles, which float16 could not hold exactly.
+GEMM_REDUCTIONS = {aten.sum.dim_IntList: "afpga::reduce::Sum", aten.mean.dim: "afpga::reduce::Mean",
+                   aten.sum.default: "afpga::reduce::Sum", aten.mean.default: "afpga::reduce::Mean"}
+GEMM_REDUCTION_DTYPES = (torch.float32,)
+
+# Products whose write stage may apply a chain (kernels/hls/gemm): 2-D, or batched (bmm; the
+# epilogue's ports hold the batch's items one after another, as rows of c).
+GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2"),  # the a and b operands
+         aten.bmm.default: ("self", "mat2")}
 
 # Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
 VIEWS = (aten.view.default, aten._unsafe_view.default)
@@ -309,14 +321,15 @@ def reduction_ok(node: fx.Node, g) -> bool:
 
 
 def gemm_ok(node: fx.Node) -> bool:
-    """A product a fused GEMM can compute: 2-D float operands of the chain's dtype; addmm's self
-    broadcasts as the kernel's epilogue reads it."""
+    """A product a fused GEMM can compute: 2-D (3-D for bmm) float operands of the chain's dtype;
+    addmm's self broadcasts as the kernel's epilogue reads it."""
     v = _meta(node)
     if node.op != "call_function" or node.target not in GEMMS or v is None or v.dtype not in DTYPES_FUSED:
         return False
     args = bind(node)
     ab = [_meta(args[o]) for o in GEMMS[node.target]]
-    if any(t is None or t.dim() != 2 or t.dtype != v.dtype for t in ab):
+    rank = 3 if node.target is aten.bmm.default else 2
+    if any(t is None or t.dim() != rank or t.dtype != v.dtype for t in ab):
         return False
     if node.target is aten.addmm.default:
         s = _meta(args["self"])
@@ -337,16 +350,16 @@ def _same_rows(shape, rows_shape) -> bool:
     return len(shape) >= 1 and known(shape[-1] == rows_shape[-1]) and known(_numel(shape) == _numel(rows_shape))
 
 
-def _epilogue_ports(nodes: list) -> int:
-    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands and its outputs
-    but one (c)."""
-    members = set(nodes)
+def _epilogue_ports(nodes: list, reductions: list) -> int:
+    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands, its outputs but
+    one (c) and its reductions."""
+    members = set(nodes) | set(reductions)
     gemm = nodes[0]
     inputs = {a for n in nodes[1:] for a in n.all_input_nodes if a not in members}
     if gemm.target is aten.addmm.default:
         inputs.add(bind(gemm)["self"])
     outputs = [n for n in nodes if any(u not in members for u in n.users)]
-    return len(inputs) + max(0, len(outputs) - 1)
+    return len(inputs) + max(0, len(outputs) - 1) + len(reductions)
 
 
 @dataclass
@@ -356,6 +369,11 @@ class Group:
     dtype: torch.dtype
     reduction: fx.Node | None = None
     gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
+    reductions: list = field(default_factory=list)  # a fused GEMM's sums and means of its chain's values
+
+    @property
+    def members(self) -> set:
+        return set(self.nodes) | set(self.reductions) | ({self.reduction} if self.reduction is not None else set())
 
 
 def _joins_gemm(node: fx.Node, g: Group) -> bool:
@@ -372,7 +390,24 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     others = [a for a in node.all_input_nodes if a not in members]
     if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
         return False
-    return _epilogue_ports(g.nodes + [node]) <= MAX_EPILOGUE_PORTS
+    return _epilogue_ports(g.nodes + [node], g.reductions) <= MAX_EPILOGUE_PORTS
+
+
+def _gemm_reduction(node: fx.Node, g: Group) -> bool:
+    """Whether fused GEMM `g`'s write stage can take reduction `node`: a sum or mean over every row
+    (per column) or every element, of a member or of a view of one that keeps the rows."""
+    if node.op != "call_function" or node.target not in GEMM_REDUCTIONS or g.dtype not in GEMM_REDUCTION_DTYPES:
+        return False
+    args = bind(node)
+    src, v = _meta(args["self"]), _meta(node)
+    if src is None or v is None or v.dtype != g.dtype or args.get("dtype") is not None:
+        return False
+    member = args["self"] if args["self"] in g.nodes else reduced_member(node, g)
+    if member is None or member not in g.nodes or not _same_rows(tuple(src.shape), g.shape):
+        return False
+    if not (reduces_all(node) or (reduces_columns(node) and _same_shape(src.shape[-1:], g.shape[-1:]))):
+        return False
+    return _epilogue_ports(g.nodes, g.reductions + [node]) <= MAX_EPILOGUE_PORTS
 
 
 def _ports_needed(nodes: list, reduction) -> int:
@@ -411,6 +446,10 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             if g.gemm is not None:
                 if _joins_gemm(node, g):
                     chosen = g
+                    break
+                if _gemm_reduction(node, g):
+                    g.reductions.append(node)
+                    group_of[node] = g
                     break
             elif pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
                 if _ports_needed(g.nodes + [node], None) <= MAX_PORTS:
@@ -462,7 +501,7 @@ def _gains(g: Group) -> bool:
     """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
     or a column reduction (unfused, the reduce driver copies first)."""
     if g.gemm is not None:
-        ops = [n for n in g.nodes if n.target not in VIEWS]
+        ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
         return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
     return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
@@ -493,7 +532,7 @@ class Plan:
 def plan(group: Group, modes: dict | None = None) -> Plan:
     """The kernel of `group`. `modes` overrides an input's mode (the runner materializes inputs
     whose broadcast the kernel cannot read)."""
-    members = set(group.nodes) | ({group.reduction} if group.reduction else set())
+    members = group.members
     dtype = DTYPES[str(group.dtype).replace("torch.", "")]
     gemm = group.gemm
     in_nodes: list = []
@@ -539,9 +578,17 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
         values[n] = f"v{i}"
     out_nodes = [n for n in group.nodes if any(u not in members for u in n.users)]
     if gemm is not None:
+        # c is always written: when only the reductions leave the group, it holds the product.
+        out_nodes = out_nodes or [gemm]
+        reductions = []
+        for k, r in enumerate(group.reductions):
+            mode = "whole" if reduces_all(r) else "columns"
+            reductions.append(Reduction(GEMM_REDUCTIONS[r.target], values[reduced_member(r, group)], f"red{k}",
+                                        Port(f"red{k}", dtype, mode), mode == "columns", mode == "whole"))
         kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
-                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)))
-        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes), group.shape)
+                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)),
+                              tuple(reductions))
+        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes + group.reductions), group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:

@@ -70,7 +70,7 @@ class FusedGroup(torch.nn.Module):
         # the call replaces them): the kernels of other input modes are planned from it.
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype,
                            copy[group.reduction] if group.reduction is not None else None,
-                           copy[group.gemm] if group.gemm is not None else None)
+                           copy[group.gemm] if group.gemm is not None else None, [copy[r] for r in group.reductions])
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -130,7 +130,9 @@ class FusedGroup(torch.nn.Module):
         """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can
         address every port (else the unfused nodes: the table's GEMM, then the chain)."""
         kernel = self.plan.kernel
-        m, n = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else (0, 0)
+        rank = 3 if self.group.gemm.target is torch.ops.aten.bmm.default else 2
+        batch = a.shape[0] if rank == 3 else 1
+        m, n = (batch * a.shape[-2], b.shape[-1]) if a.dim() == rank and b.dim() == rank else (0, 0)  # c's rows
         level = image_level() if _C.device_kind() == "emu" else 4
         expected = {"full": m * n, "row": n, "col": m, "scalar": 1}
         static = all(isinstance(d, int) for s in self.out_shapes for d in s)

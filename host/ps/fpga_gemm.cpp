@@ -229,12 +229,17 @@ at::Tensor& addr_impl(const KernelRef& kernel, const at::Tensor& self, const at:
 void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
                     const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,
                     const std::vector<at::Tensor>& outputs) {
-  check_mm("fused gemm", a, b);
-  TORCH_CHECK(!outputs.empty() && outputs[0].numel() == a.size(0) * b.size(1), launch.info().name,
-              ": a fused GEMM's first output is c, ", a.size(0), " x ", b.size(1));
+  if (a.dim() == 3) {
+    check_bmm("fused gemm", a, b);
+  } else {
+    check_mm("fused gemm", a, b);
+  }
+  const at::Tensor a3 = as_batch(a), b3 = as_batch(b);
+  const int64_t batch = a3.size(0), m = a3.size(1), n = b3.size(2);
+  TORCH_CHECK(!outputs.empty() && outputs[0].numel() == batch * m * n, launch.info().name,
+              ": a fused GEMM's first output is c, ", batch, " x ", m, " x ", n);
   const std::vector<at::Tensor> further(outputs.begin() + 1, outputs.end());
-  run_gemm(launch, as_batch(a), as_batch(b), at::Tensor(), beta, alpha, outputs[0].view({1, a.size(0), b.size(1)}),
-           inputs, further);
+  run_gemm(launch, a3, b3, at::Tensor(), beta, alpha, outputs[0].view({batch, m, n}), inputs, further);
 }
 
 // --- mm, addmm ---------------------------------------------------------------------------------

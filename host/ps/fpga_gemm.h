@@ -10,8 +10,9 @@
 namespace aten_fpga {
 
 // c = alpha * a @ b + beta * self on `launch`, a fused GEMM kernel (aten_fpga/compile): a [m, k]
-// and b [k, n] are addressed as the table's GEMM does; `inputs` are the epilogue's operands (self
-// among them), `outputs` c -- contiguous [m, n] -- then the epilogue's further outputs. Ports are
+// and b [k, n] (or batches of them, [batch, m, k] and [batch, k, n]) are addressed as the table's
+// GEMM does; `inputs` are the epilogue's operands (self among them), `outputs` c -- contiguous
+// [m, n] or [batch, m, n] -- then the epilogue's further outputs and reductions. Ports are
 // contiguous and start on a port word.
 void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
                     const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,

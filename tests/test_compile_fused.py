@@ -422,18 +422,19 @@ def test_column_sum_of_a_gemm_output_is_one_kernel():
 
 
 def test_gemm_write_stage_sums_and_means(level):
-    """Sums and means in a fused GEMM's write stage, at every level: a loss (the mean of every
-    element) and bias gradients (column sums, a column mean) of an mm whose c spans several tiles
-    each way, and a batched product's column sum over its items; each product and its reductions
-    are one launch, equal to eager within float32 rounding (tile by tile sums)."""
+    """Reductions in a fused GEMM's write stage, at every level: a loss (the mean of every
+    element), bias gradients (column sums, a column mean) and row maxima (softmax's amax) of an mm
+    whose c spans several tiles each way, and a batched product's column sum over its items and
+    row maxima; each product and its reductions are one launch, equal to eager within float32
+    rounding (tile by tile sums; the maxima are exact)."""
     def f(x, w, t):
         y = torch.mm(x, w)
         d = y - t
-        return y, (d * d).mean(), y.sum(0), d.mean(0, keepdim=True)
+        return y, (d * d).mean(), y.sum(0), d.mean(0, keepdim=True), y.amax(1)
 
     def g(q, k):
         s = torch.bmm(q, k) * 0.5
-        return s, s.sum((0, 1))
+        return s, s.sum((0, 1)), s.amax(-1, keepdim=True)
 
     gen = torch.Generator().manual_seed(12)
     cases = [(f, (torch.randn(300, 32, generator=gen), torch.randn(32, 400, generator=gen),
@@ -451,6 +452,27 @@ def test_gemm_write_stage_sums_and_means(level):
             assert a.shape == e.shape
             torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-4)
             torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
+
+
+def test_producer_chain_joins_the_gemm_it_feeds():
+    """A chain whose values only a fused GEMM's chain uses (LayerNorm backward's normalized input,
+    from the input and its row statistics) is computed in the GEMM's write stage: with the product,
+    the chain's product and both column sums, one launch."""
+    def f(x, mean, rstd, g, w):
+        xhat = (x - mean) * rstd
+        d = torch.mm(g, w)
+        return (d * xhat).sum(0), d.sum(0)
+
+    gen = torch.Generator().manual_seed(14)
+    cpu = [torch.randn(64, 48, generator=gen), torch.randn(64, 1, generator=gen), torch.rand(64, 1, generator=gen),
+           torch.randn(64, 32, generator=gen), torch.randn(32, 48, generator=gen)]
+    dev = [on_device(v) for v in cpu]
+    expected, eager_launches, _ = counted(f, *dev)
+    got, launched = compiled_run(f, *dev)
+    assert launched == {"aten_fpga::fused": 1} and eager_launches >= 5, (launched, eager_launches)
+    for a, e, c in zip(got, expected, f(*cpu)):
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
 
 
 def test_dense_transpose_of_a_product_is_the_transposed_product():

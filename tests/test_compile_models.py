@@ -30,11 +30,11 @@ def counted_step(module, x, t):
     return loss, sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values()), fallbacks
 
 
-# Measured with bench/bench_compile.py: launches 22 -> 9, 51 -> 26 on the opt=4 image, LeNet's
-# 106 -> 84 on the opt=2 image; bytes 1.92x, 2.02x, 1.01x. LeNet's GEMM outputs and class rows
+# Measured with bench/bench_compile.py: launches 22 -> 7, 51 -> 17 on the opt=4 image, LeNet's
+# 106 -> 81 on the opt=2 image; bytes 2.18x, 2.72x, 1.01x. LeNet's GEMM outputs and class rows
 # (120, 84, 10 columns) are not whole 512-bit words, so at XCL_OPT 4 its fused kernels run unfused
 # (168 -> 168): it is checked on the opt=2 image. These bounds keep what is there from regressing.
-FEWER = {"mlp": (2.4, 1.9), "scores": (1.9, 2.0), "cnn": (1.2, 1.0)}  # (launches, bytes) eager / compiled >=
+FEWER = {"mlp": (3.1, 2.1), "scores": (3.0, 2.6), "cnn": (1.3, 1.0)}  # (launches, bytes) eager / compiled >=
 LEVEL = {"cnn": 2}  # the image a model is checked on: the default (opt=4) unless named
 
 

@@ -168,11 +168,13 @@ POINTWISE: dict = {
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
 
-# The reductions a fused GEMM's write stage accumulates (over rows or every element), and the
-# dtype they may run in: the write stage keeps a tile's sums in the accumulator type (float32) and
-# the running sums in the output port between tiles, which float16 could not hold exactly.
+# The reductions a fused GEMM's write stage accumulates -- sums and means over every row (per
+# column) or every element, maxima over the last dim (per row: softmax's amax) -- and the dtype
+# they may run in: the write stage keeps a tile's sums in the accumulator type (float32) and the
+# running sums in the output port between tiles, which float16 could not hold exactly.
 GEMM_REDUCTIONS = {aten.sum.dim_IntList: "afpga::reduce::Sum", aten.mean.dim: "afpga::reduce::Mean",
-                   aten.sum.default: "afpga::reduce::Sum", aten.mean.default: "afpga::reduce::Mean"}
+                   aten.sum.default: "afpga::reduce::Sum", aten.mean.default: "afpga::reduce::Mean",
+                   aten.amax.default: "afpga::reduce::Max"}
 GEMM_REDUCTION_DTYPES = (torch.float32,)
 
 # Products whose write stage may apply a chain (kernels/hls/gemm): 2-D, or batched (bmm; the
@@ -383,6 +385,8 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     if v is None or not _same_rows(tuple(v.shape), g.shape):
         return False
     members = set(g.nodes)
+    if any(a in g.reductions for a in node.all_input_nodes):  # complete only once the kernel is done
+        return False
     if node.op == "call_function" and node.target in VIEWS:
         return bind(node)["self"] in members and v.dtype == g.dtype
     if not pointwise_ok(node) or v.dtype != g.dtype:
@@ -391,6 +395,14 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
         return False
     return _epilogue_ports(g.nodes + [node], g.reductions) <= MAX_EPILOGUE_PORTS
+
+
+def _reduces_last(node: fx.Node) -> bool:
+    """A reduction over the last dim only: one result per row."""
+    dims = bind(node).get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    rank = len(_meta(bind(node)["self"]).shape)
+    return rank >= 1 and [d % rank for d in dims] == [rank - 1]
 
 
 def _gemm_reduction(node: fx.Node, g: Group) -> bool:
@@ -405,7 +417,10 @@ def _gemm_reduction(node: fx.Node, g: Group) -> bool:
     member = args["self"] if args["self"] in g.nodes else reduced_member(node, g)
     if member is None or member not in g.nodes or not _same_rows(tuple(src.shape), g.shape):
         return False
-    if not (reduces_all(node) or (reduces_columns(node) and _same_shape(src.shape[-1:], g.shape[-1:]))):
+    if node.target is aten.amax.default:
+        if not _reduces_last(node):
+            return False
+    elif not (reduces_all(node) or (reduces_columns(node) and _same_shape(src.shape[-1:], g.shape[-1:]))):
         return False
     return _epilogue_ports(g.nodes, g.reductions + [node]) <= MAX_EPILOGUE_PORTS
 
@@ -473,7 +488,39 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             group_of[node] = g
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
+    groups = _absorb_producers(gm, groups)
     return [g for g in groups if _gains(g)]
+
+
+def _absorb_producers(gm: fx.GraphModule, groups: list) -> list:
+    """Pointwise groups whose every value feeds only a fused GEMM's chain (LayerNorm backward's
+    normalized input, recomputed from the input and its saved row statistics) join that chain: the
+    write stage computes them from their inputs, read in place, and the launch goes. Only groups
+    whose inputs all precede the GEMM in the graph, so that none can depend on it."""
+    position = {n: i for i, n in enumerate(gm.graph.nodes)}
+    kept = []
+    for h in groups:
+        target = None
+        if h.gemm is None and h.reduction is None:
+            users = {u for n in h.nodes for u in n.users if u not in h.nodes}
+            owners = {id(g): g for g in groups if g is not h and users <= g.members}
+            target = next((g for g in owners.values() if g.gemm is not None), None)
+        if target is not None and _absorbable(h, target, position):
+            target.nodes[1:1] = h.nodes  # after the GEMM: the chain's steps follow their operands
+        else:
+            kept.append(h)
+    return kept
+
+
+def _absorbable(h: Group, g: Group, position: dict) -> bool:
+    members = set(h.nodes)
+    inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
+    if h.dtype != g.dtype or not _same_rows(h.shape, g.shape) or any(position[a] > position[g.gemm] for a in inputs):
+        return False
+    if any(input_mode(tuple(_meta(a).shape), tuple(_meta(n).shape)) is None
+           for n in h.nodes for a in n.all_input_nodes if a not in members):
+        return False
+    return _epilogue_ports(g.nodes + h.nodes, g.reductions) <= MAX_EPILOGUE_PORTS
 
 
 def _viewed_member(node: fx.Node):
@@ -582,7 +629,7 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
         out_nodes = out_nodes or [gemm]
         reductions = []
         for k, r in enumerate(group.reductions):
-            mode = "whole" if reduces_all(r) else "columns"
+            mode = "per_row" if r.target is aten.amax.default else "whole" if reduces_all(r) else "columns"
             reductions.append(Reduction(GEMM_REDUCTIONS[r.target], values[reduced_member(r, group)], f"red{k}",
                                         Port(f"red{k}", dtype, mode), mode == "columns", mode == "whole"))
         kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],

@@ -120,11 +120,13 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   for (const at::Tensor& t : epilogue_out) prepare_device_write(allocation_of(t), byte_offset(t), t.nbytes());
 
   const uint64_t trans = (A.transposed ? 1 : 0) | (B.transposed ? 2 : 0);
-  // Each compute unit computes a band of rows of c, for every batch item.
-  for (const CuRange& r : launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch)) {
+  // Each compute unit computes a band of rows of c, for every batch item. A fused GEMM runs whole
+  // on one, however many the image has: its epilogue's ports are addressed from row 0, and its
+  // sums run over every row.
+  c10::SmallVector<CuRange, 8> bands{CuRange{0, m}};
+  if (!fused) bands = launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch);
+  for (const CuRange& r : bands) {
     const int64_t a_off = A.transposed ? r.begin : r.begin * A.ld;
-    // A fused GEMM is one compute unit (its ports are addressed from row 0).
-    TORCH_CHECK(!fused || r.begin == 0, launch.info().name, ": a fused GEMM runs on one compute unit");
     RunArgs run = launch.add_run();
     run.buffer(aa, k == 0 ? 0 : byte_offset(A.t) + a_off * esize)
         .buffer(ba, k == 0 ? 0 : byte_offset(B.t))

@@ -325,8 +325,9 @@ def test_gemm_epilogue_gradients_match_eager():
 
 
 def test_gemm_epilogue_every_level(level):
-    """The fused GEMM generated at the loaded image's level computes what eager does; at level 4 an
-    output whose rows are not whole words (n = 20) runs unfused, as the table's GEMM and the chain."""
+    """The fused GEMM generated at the loaded image's level computes what eager does, bit for bit;
+    at level 4 also when c's rows are not whole words (n = 20): c and the ports laid out as it are
+    allocated with padded rows, and the outputs are views of them."""
     for n in (32, 20):
         torch._dynamo.reset()
         cpu = gemm_operands(rows=40, k=24, n=n, seed=n)
@@ -337,7 +338,8 @@ def test_gemm_epilogue_every_level(level):
         torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=0, atol=0)
         kernels = aten_fpga.report().get("aten_fpga::fused", {}).get("kernels", {})
         fused_gemm = any(k.startswith("v_fused_gemm_") for k in kernels)
-        assert fused_gemm == (n % 16 == 0 or level < 4), (level, n, kernels)
+        assert fused_gemm and aten_fpga.report()["aten_fpga::fused"]["launches"] == 1, (level, n, kernels)
+        assert "aten::addmm" not in aten_fpga.report()
 
 
 def test_gemm_epilogue_renders_lint_clean_at_every_level(tmp_path, monkeypatch):

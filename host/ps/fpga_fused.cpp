@@ -144,8 +144,14 @@ void run_fused_gemm_kernel(const std::string& name, const at::Tensor& a, const a
   TORCH_CHECK(!outputs.empty(), name, ": a fused GEMM writes c");
   const c10::Device where = outputs[0].device();
   TORCH_CHECK(a.device() == where && b.device() == where, name, ": a and b must be on ", where);
+  // Its ports are laid out as c, whose rows may be padded to whole words: a unit column stride and
+  // a port-word start (the driver checks c's pitch).
   for (const auto* ports : {&inputs, &outputs}) {
-    for (const at::Tensor& t : *ports) port(name, t, where);
+    for (const at::Tensor& t : *ports) {
+      TORCH_CHECK(t.device() == where && (t.dim() == 0 || t.stride(-1) == 1 || t.numel() <= 1) &&
+                      byte_offset(t) % kWordBytes == 0,
+                  name, ": operand on ", t.device(), " is not a port-aligned row-major tensor of ", where);
+    }
   }
   launch_fused(name, where, [&](KernelLaunch& launch) { run_fused_gemm(launch, a, b, alpha, beta, inputs, outputs); });
 }

@@ -87,15 +87,16 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   const Operand A = operand(a, lanes), B = operand(b, lanes);
 
   // c: out itself when the kernel can write it in place -- unit column stride, no overlap with a
-  // or b, and at XCL_OPT 4 rows of whole words that belong to it -- else a device temporary
+  // or b, and at XCL_OPT 4 rows of whole words that belong to it (a fused GEMM's c is allocated
+  // with padded rows by aten_fpga/compile when n is not whole words) -- else a device temporary
   // copied into out afterwards.
   const bool beta_zero = beta.toComplexDouble() == 0.0;
   const int64_t ldc = m == 1 ? round_up(n, lanes) : out.stride(1);
   const bool direct = (out.stride(2) == 1 || n == 1) && ldc >= n && (batch == 1 || out.stride(0) >= m * ldc) &&
                       !same_storage(out, a) && !same_storage(out, b) &&
-                      (lanes == 1 || (n % lanes == 0 && addressable(out, false, ldc, lanes)));
-  TORCH_CHECK(direct || !fused, launch.info().name, ": a fused GEMM writes its output in place (contiguous, rows of "
-              "whole port words); aten_fpga/compile runs it unfused otherwise");
+                      (lanes == 1 || ((n % lanes == 0 || fused) && addressable(out, false, ldc, lanes)));
+  TORCH_CHECK(direct || !fused, launch.info().name, ": a fused GEMM writes its output in place (unit column stride, "
+              "rows of whole port words); aten_fpga/compile allocates it so");
   at::Tensor c = direct ? out : at::empty({batch, m, round_up(n, lanes)}, out.options());
   const int64_t c_ld = direct ? ldc : c.size(2);
   const int64_t c_stride = batch == 1 ? 0 : (direct ? out.stride(0) : m * c_ld);
@@ -241,6 +242,7 @@ void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor&
   TORCH_CHECK(!outputs.empty() && outputs[0].numel() == batch * m * n, launch.info().name,
               ": a fused GEMM's first output is c, ", batch, " x ", m, " x ", n);
   const std::vector<at::Tensor> further(outputs.begin() + 1, outputs.end());
+  // c may have padded rows (a pitch of whole words): a view, not a copy.
   run_gemm(launch, a3, b3, at::Tensor(), beta, alpha, outputs[0].view({batch, m, n}), inputs, further);
 }
 

@@ -79,7 +79,8 @@ def _transposed_products(graph: fx.Graph) -> None:
         while (product.target in (aten.view.default, aten._unsafe_view.default) and len(product.users) == 1
                and product.meta["val"].shape == product.args[0].meta["val"].shape):
             product = product.args[0]
-        if product.target not in (aten.mm.default, aten.bmm.default) or product.meta["val"].dim() != rank:
+        if (product.target not in (aten.mm.default, aten.bmm.default) or product.meta["val"].dim() != rank
+                or len(product.users) != 1):  # else the product would run twice
             continue
         with graph.inserting_before(clone):
             swapped = []

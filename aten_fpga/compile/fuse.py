@@ -3,8 +3,9 @@ model (frozen dataclasses; the codegen renders them, codegen.py).
 
 A group is a maximal set of pointwise nodes of one dtype and one shape (inputs may broadcast: a
 trailing row, one value per row, or one value), optionally ending in one reduction over the last
-dim; or a GEMM (`mm`, `addmm`) with the pointwise chain that consumes its output (views of it
-included), which its write stage applies: a fused GEMM. Every pointwise node maps to an op of the
+dim; or a GEMM (`mm`, `addmm`, `bmm`) with the pointwise chain that consumes its output (views of it
+included) and reductions of that chain (column and whole sums and means, row maxima), which its
+write stage applies: a fused GEMM. Every pointwise node maps to an op of the
 kernel library (kernels/hls/<category>/ops.yaml) through POINTWISE below, so the fused kernel
 computes with the table kernels' own element functions."""
 from __future__ import annotations

@@ -156,7 +156,13 @@ class FusedGroup(torch.nn.Module):
                 outs.append(base[..., :n].view(shape))
             else:
                 outs.append(torch.empty(shape, dtype=self.group.dtype, device=a.device))
-        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, ports, outs)
+        # Bands of rows on several compute units when each port's band is its own rows: one batch
+        # item, and no sum over rows (its running sums would race); a row maximum is per row.
+        bands = batch == 1 and all(r.port.mode == "per_row" for r in kernel.reductions)
+        row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1}
+        modes = [p.mode for p in kernel.ports]
+        strides = [row_elements.get(mode, 0) for mode in modes] if bands else []
+        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, ports, outs, strides)
         return tuple(outs)
 
 

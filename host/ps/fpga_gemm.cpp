@@ -73,9 +73,13 @@ bool same_storage(const at::Tensor& x, const at::Tensor& y) {
 // was made first, so that an image without the kernel falls back before any side effect.
 // A fused GEMM (run_fused_gemm) passes its epilogue's ports, read and written: its kernel reads
 // self from one of them, so self is undefined even where beta is not 0.
+// A fused GEMM whose epilogue can run in bands of rows gives each port's elements per row of c
+// (`band_strides`: 0 for a port every band reads whole, a bias), so that each compute unit's run
+// addresses its band; without them it runs whole on one compute unit (its sums run over every row).
 void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const at::Tensor& self,
               const c10::Scalar& beta, const c10::Scalar& alpha, const at::Tensor& out,
-              const std::vector<at::Tensor>& epilogue_in = {}, const std::vector<at::Tensor>& epilogue_out = {}) {
+              const std::vector<at::Tensor>& epilogue_in = {}, const std::vector<at::Tensor>& epilogue_out = {},
+              const std::vector<int64_t>& band_strides = {}) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (out.numel() == 0) return;
   const int64_t esize = out.element_size();
@@ -121,11 +125,12 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   for (const at::Tensor& t : epilogue_out) prepare_device_write(allocation_of(t), byte_offset(t), t.nbytes());
 
   const uint64_t trans = (A.transposed ? 1 : 0) | (B.transposed ? 2 : 0);
-  // Each compute unit computes a band of rows of c, for every batch item. A fused GEMM runs whole
-  // on one, however many the image has: its epilogue's ports are addressed from row 0, and its
-  // sums run over every row.
+  // Each compute unit computes a band of rows of c, for every batch item; a fused GEMM only when
+  // its epilogue can (band_strides), else it runs whole on one.
+  TORCH_CHECK(band_strides.empty() || band_strides.size() == epilogue_in.size() + epilogue_out.size(),
+              launch.info().name, ": one band stride per epilogue port");
   c10::SmallVector<CuRange, 8> bands{CuRange{0, m}};
-  if (!fused) bands = launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch);
+  if (!fused || !band_strides.empty()) bands = launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch);
   for (const CuRange& r : bands) {
     const int64_t a_off = A.transposed ? r.begin : r.begin * A.ld;
     RunArgs run = launch.add_run();
@@ -137,8 +142,13 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
         .size(r.size()).size(n).size(k).size(batch).size(trans)
         .size(A.ld).size(B.ld).size(c_ld)
         .size(A.batch_stride).size(B.batch_stride).size(c_stride);
+    size_t port = 0;
     for (const auto* ports : {&epilogue_in, &epilogue_out}) {
-      for (const at::Tensor& t : *ports) run.buffer(allocation_of(t), byte_offset(t));
+      for (const at::Tensor& t : *ports) {
+        const int64_t band = band_strides.empty() ? 0 : r.begin * band_strides[port] * t.element_size();
+        run.buffer(allocation_of(t), byte_offset(t) + band);
+        ++port;
+      }
     }
   }
   launch.run();
@@ -231,7 +241,7 @@ at::Tensor& addr_impl(const KernelRef& kernel, const at::Tensor& self, const at:
 
 void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
                     const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,
-                    const std::vector<at::Tensor>& outputs) {
+                    const std::vector<at::Tensor>& outputs, const std::vector<int64_t>& band_strides) {
   if (a.dim() == 3) {
     check_bmm("fused gemm", a, b);
   } else {
@@ -243,7 +253,7 @@ void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor&
               ": a fused GEMM's first output is c, ", batch, " x ", m, " x ", n);
   const std::vector<at::Tensor> further(outputs.begin() + 1, outputs.end());
   // c may have padded rows (a pitch of whole words): a view, not a copy.
-  run_gemm(launch, a3, b3, at::Tensor(), beta, alpha, outputs[0].view({batch, m, n}), inputs, further);
+  run_gemm(launch, a3, b3, at::Tensor(), beta, alpha, outputs[0].view({batch, m, n}), inputs, further, band_strides);
 }
 
 // --- mm, addmm ---------------------------------------------------------------------------------

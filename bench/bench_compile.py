@@ -47,6 +47,9 @@ def per_step(module, x, t):
 
 
 def bench(name: str, steps: int) -> dict:
+    # Every model compiles WithLoss.forward: without a reset, dynamo's recompile limit for that one
+    # code object would leave the last model running eagerly under torch.compile.
+    torch._dynamo.reset()
     torch.manual_seed(0)
     base = cm.WithLoss(name, cm.MODELS[name]())
     x, t = cm.inputs(name)

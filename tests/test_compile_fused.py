@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import aten_fpga
 import aten_fpga.compile as afc
 from aten_fpga.compile import cache, codegen, runner
-from aten_fpga.compile.fuse import partition, plan
+from aten_fpga.compile.fuse import GemmEpilogue, partition, plan
 from cnn_support import on_device
 from codegen.lint import lint_source
 
@@ -291,8 +291,11 @@ def test_gemm_epilogue_is_one_kernel_and_bit_exact():
 
 
 def test_gemm_epilogue_gradients_match_eager():
-    """Forward and backward of a two-layer block: addmm + gelu forward, mm + gelu_backward backward
-    fuse; the loss and every gradient equal eager's bit for bit (the same kernels' arithmetic)."""
+    """Forward and backward of a two-layer block: addmm + gelu forward (the second with the loss's
+    sum), mm + gelu_backward backward (with the bias gradient's column sum) fuse; the weight
+    gradients equal eager's bit for bit (the same kernels' arithmetic), the loss and the bias
+    gradients within float32 rounding (the write stage sums tile by tile, the reduce kernel in
+    interleaved partial sums)."""
     def block(x, w1, b1, w2, b2):
         h = F.gelu(F.linear(x, w1, b1))
         return (F.linear(h, w2, b2) + x).pow(2).sum()
@@ -314,15 +317,17 @@ def test_gemm_epilogue_gradients_match_eager():
     report = aten_fpga.report()
     gemms = [k for k in report["aten_fpga::fused"]["kernels"] if k.startswith("v_fused_gemm_")]
     assert len(gemms) >= 3, report["aten_fpga::fused"]  # two addmm forward, mm + gelu_backward backward
-    torch.testing.assert_close(loss.detach().cpu(), block(*eager_args).detach().cpu(), rtol=0, atol=0)
-    for e, c in zip(eager_args[1:], fused_args[1:]):
-        torch.testing.assert_close(c.grad.cpu(), e.grad.cpu(), rtol=0, atol=0)
+    torch.testing.assert_close(loss.detach().cpu(), block(*eager_args).detach().cpu(), rtol=1e-6, atol=0)
+    for i, (e, c) in enumerate(zip(eager_args[1:], fused_args[1:]), 1):
+        exact = i in (1, 3)  # the weights; the biases (2, 4) are column sums
+        torch.testing.assert_close(c.grad.cpu(), e.grad.cpu(), rtol=0 if exact else 1e-5, atol=0 if exact else 1e-5)
     assert fused_launches < eager_launches, (fused_launches, eager_launches)
 
 
 def test_gemm_epilogue_every_level(level):
-    """The fused GEMM generated at the loaded image's level computes what eager does; at level 4 an
-    output whose rows are not whole words (n = 20) runs unfused, as the table's GEMM and the chain."""
+    """The fused GEMM generated at the loaded image's level computes what eager does, bit for bit;
+    at level 4 also when c's rows are not whole words (n = 20): c and the ports laid out as it are
+    allocated with padded rows, and the outputs are views of them."""
     for n in (32, 20):
         torch._dynamo.reset()
         cpu = gemm_operands(rows=40, k=24, n=n, seed=n)
@@ -333,7 +338,8 @@ def test_gemm_epilogue_every_level(level):
         torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=0, atol=0)
         kernels = aten_fpga.report().get("aten_fpga::fused", {}).get("kernels", {})
         fused_gemm = any(k.startswith("v_fused_gemm_") for k in kernels)
-        assert fused_gemm == (n % 16 == 0 or level < 4), (level, n, kernels)
+        assert fused_gemm and aten_fpga.report()["aten_fpga::fused"]["launches"] == 1, (level, n, kernels)
+        assert "aten::addmm" not in aten_fpga.report()
 
 
 def test_gemm_epilogue_renders_lint_clean_at_every_level(tmp_path, monkeypatch):
@@ -399,8 +405,8 @@ def test_chain_ending_in_a_column_reduction(level):
 
 
 def test_column_sum_of_a_gemm_output_is_one_kernel():
-    """A bias gradient of a GEMM's output (no chain makes it): one fused kernel. (Eager, the reduce
-    driver's COLUMNS mode reduces the GEMM's output in place: one launch too, no copy.)"""
+    """A bias gradient of a GEMM's output: the fused GEMM's write stage sums c's columns, one launch
+    where eager makes two (the GEMM, then the reduce driver's in-place column reduction)."""
     def f(x, w):
         return torch.mm(x, w).sum(0, keepdim=True)
 
@@ -411,9 +417,85 @@ def test_column_sum_of_a_gemm_output_is_one_kernel():
     got, launched = compiled_run(f, *dev)
     fused_launches = sum(launched.values())
     assert launched["aten_fpga::fused"] == 1 and not any(op.startswith("sum") for op in launched), launched
-    assert fused_launches == 2 <= eager_launches, (fused_launches, eager_launches)  # mm, the column sum
+    assert fused_launches == 1 < eager_launches, (fused_launches, eager_launches)
+    assert [k for k in aten_fpga.report()["aten_fpga::fused"]["kernels"]][0].startswith("v_fused_gemm_")
     torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.cpu(), f(x, w), rtol=1e-5, atol=1e-4)
+
+
+def test_gemm_write_stage_sums_and_means(level):
+    """Reductions in a fused GEMM's write stage, at every level: a loss (the mean of every
+    element), bias gradients (column sums, a column mean) and row maxima (softmax's amax) of an mm
+    whose c spans several tiles each way, and a batched product's column sum over its items and
+    row maxima; each product and its reductions are one launch, equal to eager within float32
+    rounding (tile by tile sums; the maxima are exact)."""
+    def f(x, w, t):
+        y = torch.mm(x, w)
+        d = y - t
+        return y, (d * d).mean(), y.sum(0), d.mean(0, keepdim=True), y.amax(1)
+
+    def g(q, k):
+        s = torch.bmm(q, k) * 0.5
+        return s, s.sum((0, 1)), s.amax(-1, keepdim=True)
+
+    gen = torch.Generator().manual_seed(12)
+    cases = [(f, (torch.randn(300, 32, generator=gen), torch.randn(32, 400, generator=gen),
+                  torch.randn(300, 400, generator=gen))),
+             (g, (torch.randn(3, 40, 32, generator=gen), torch.randn(3, 32, 48, generator=gen)))]
+    for fn, cpu in cases:
+        torch._dynamo.reset()
+        dev = [on_device(v) for v in cpu]
+        expected = fn(*dev)
+        got, launched = compiled_run(fn, *dev)
+        assert launched == {"aten_fpga::fused": 1}, (level, launched)
+        (name,) = aten_fpga.report()["aten_fpga::fused"]["kernels"]
+        kernel = runner.RECORDED[name]
+        assert isinstance(kernel, GemmEpilogue) and len(kernel.reductions) == len(got) - 1, kernel
+        for lv in (1, 2, 3, 4):  # every reduction kind's write stage passes the pragma lint
+            assert codegen.lint(kernel, lv) == [], (name, lv)
+        torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)  # c: the GEMM's own value
+        for a, e, c in zip(got[1:], expected[1:], fn(*cpu)[1:]):
+            assert a.shape == e.shape
+            torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-4)
+            torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
+
+
+def test_producer_chain_joins_the_gemm_it_feeds():
+    """A chain whose values only a fused GEMM's chain uses (LayerNorm backward's normalized input,
+    from the input and its row statistics) is computed in the GEMM's write stage: with the product,
+    the chain's product and both column sums, one launch."""
+    def f(x, mean, rstd, g, w):
+        xhat = (x - mean) * rstd
+        d = torch.mm(g, w)
+        return (d * xhat).sum(0), d.sum(0)
+
+    gen = torch.Generator().manual_seed(14)
+    cpu = [torch.randn(64, 48, generator=gen), torch.randn(64, 1, generator=gen), torch.rand(64, 1, generator=gen),
+           torch.randn(64, 32, generator=gen), torch.randn(32, 48, generator=gen)]
+    dev = [on_device(v) for v in cpu]
+    expected, eager_launches, _ = counted(f, *dev)
+    got, launched = compiled_run(f, *dev)
+    assert launched == {"aten_fpga::fused": 1} and eager_launches >= 5, (launched, eager_launches)
+    for a, e, c in zip(got, expected, f(*cpu)):
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
+
+
+def test_dense_transpose_of_a_product_is_the_transposed_product():
+    """`bmm(a, b).transpose(1, 2).contiguous()` (autograd's gradient of a transposed operand) runs
+    as bmm(b^T, a^T): no copy kernel, and bit-identical to eager's product and copy."""
+    def f(a, b):
+        return torch.bmm(a, b).transpose(1, 2).contiguous()
+
+    gen = torch.Generator().manual_seed(13)
+    dev = [on_device(torch.randn(4, 32, 48, generator=gen)), on_device(torch.randn(4, 48, 64, generator=gen))]
+    expected, eager_launches, _ = counted(f, *dev)
+    eager_ops = {op for op, r in aten_fpga.report().items() if r["launches"]}
+    got, launched = compiled_run(f, *dev)
+    assert eager_ops == {"bmm", "copy_"} and eager_launches == 2, (eager_ops, eager_launches)
+    assert launched == {"bmm": 1}, launched
+    assert got.is_contiguous() and got.shape == (4, 64, 32)
+    torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=0, atol=0)
 
 
 def test_column_and_whole_reductions_render_lint_clean_at_every_level():
@@ -425,10 +507,11 @@ def test_column_and_whole_reductions_render_lint_clean_at_every_level():
 
     gm = make_fx(f, tracing_mode="fake")(torch.randn(2, 4, 32), torch.randn(32))
     kernels = [plan(g).kernel for g in partition(gm)]
-    kinds = sorted((len(k.steps) > 0, k.reduction.columns, k.reduction.whole) for k in kernels
-                   if getattr(k, "reduction", None) is not None)
-    # y's column sum (through a view), the loss's mean, the mm output's column sum on its own
+    kinds = sorted((len(k.steps) > 0, r.columns, r.whole) for k in kernels
+                   for r in (k.reductions if isinstance(k, GemmEpilogue) else [k.reduction]) if r is not None)
+    # y's column sum (through a view), the loss's mean, the mm output's column sum in its write stage
     assert kinds == [(False, True, False), (True, False, True), (True, True, False)], kinds
+    assert sum(isinstance(k, GemmEpilogue) for k in kernels) == 1
     for kernel in kernels:
         for lv in (1, 2, 3, 4):
             assert codegen.lint(kernel, lv) == [], (kernel, lv)

@@ -21,7 +21,7 @@ aten = torch.ops.aten
 # Composite ops traced through their decompositions so that their pointwise parts fuse: without
 # them each is a host function launching several table kernels that no chain can join.
 _DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, aten._log_softmax_backward_data,
-              aten.native_layer_norm, aten.native_layer_norm_backward, aten.mse_loss, aten.mse_loss_backward,
+              aten.native_layer_norm_backward, aten.mse_loss, aten.mse_loss_backward,
               aten.silu, aten.silu_backward,
               aten.var_mean]  # layer_norm's: var and mean are table kernels, var_mean is not
 
@@ -35,6 +35,7 @@ def decompositions() -> dict:
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
+    _transposed_products(graph)
     modules = []
     for k, group in enumerate(partition(gm)):
         module = FusedGroup(group, gm)
@@ -42,7 +43,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
         name = f"fused_{k}"
         gm.add_submodule(name, module)
         p = module.plan
-        members = set(group.nodes) | ({group.reduction} if group.reduction else set())
+        members = group.members
         last = max(members, key=_position(graph))
         with graph.inserting_after(last):
             call = graph.call_module(name, tuple(p.inputs))
@@ -58,6 +59,43 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     gm.recompile()
     prebuild([m.plan.kernel for m in modules])
     return gm
+
+
+def _transposed_products(graph: fx.Graph) -> None:
+    """Rewrites a dense copy of a product's transpose -- `clone(transpose(mm(a, b)))` (through views
+    of the product that keep its shape), as autograd makes for a gradient it needs in the other
+    layout -- to the product of the transposed operands, `mm(b^T, a^T)`: the GEMM kernel reads
+    transposed operands in place, so the copy kernel goes. Each element sums the same products
+    (b * a for a * b) in the same k order: the values are bit-identical."""
+    for clone in list(graph.nodes):
+        if clone.target is not aten.clone.default or clone.kwargs.get("memory_format") is not torch.contiguous_format:
+            continue
+        t = clone.args[0]
+        if not (isinstance(t, fx.Node) and t.target is aten.transpose.int and len(t.users) == 1):
+            continue
+        product, rank = t.args[0], t.meta["val"].dim()
+        if sorted(d % rank for d in t.args[1:3]) != [rank - 2, rank - 1]:
+            continue
+        while (product.target in (aten.view.default, aten._unsafe_view.default) and len(product.users) == 1
+               and product.meta["val"].shape == product.args[0].meta["val"].shape):
+            product = product.args[0]
+        if (product.target not in (aten.mm.default, aten.bmm.default) or product.meta["val"].dim() != rank
+                or len(product.users) != 1):  # else the product would run twice
+            continue
+        with graph.inserting_before(clone):
+            swapped = []
+            for operand in reversed(product.args[:2]):
+                tr = graph.call_function(aten.transpose.int, (operand, -1, -2))
+                tr.meta["val"] = operand.meta["val"].transpose(-1, -2)
+                swapped.append(tr)
+            new = graph.call_function(product.target, tuple(swapped))
+            new.meta = dict(clone.meta)
+        clone.replace_all_uses_with(new)
+        dead = clone
+        while isinstance(dead, fx.Node) and not dead.users:  # the clone, the transpose, the views, the product
+            below = dead.args[0]
+            graph.erase_node(dead)
+            dead = below
 
 
 def _position(graph: fx.Graph):

@@ -3,8 +3,9 @@ model (frozen dataclasses; the codegen renders them, codegen.py).
 
 A group is a maximal set of pointwise nodes of one dtype and one shape (inputs may broadcast: a
 trailing row, one value per row, or one value), optionally ending in one reduction over the last
-dim; or a GEMM (`mm`, `addmm`) with the pointwise chain that consumes its output (views of it
-included), which its write stage applies: a fused GEMM. Every pointwise node maps to an op of the
+dim; or a GEMM (`mm`, `addmm`, `bmm`) with the pointwise chain that consumes its output (views of it
+included) and reductions of that chain (column and whole sums and means, row maxima), which its
+write stage applies: a fused GEMM. Every pointwise node maps to an op of the
 kernel library (kernels/hls/<category>/ops.yaml) through POINTWISE below, so the fused kernel
 computes with the table kernels' own element functions."""
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -98,10 +99,13 @@ class GemmEpilogue:
     steps: tuple[Step, ...]
     c_value: str  # the value c stores: "gemm" or a step's
     outputs: tuple[Port, ...]  # further outputs, in c's layout
+    # Sums or means of values over every row (one per column: a bias gradient) or over every
+    # element (a loss), accumulated tile by tile in the write stage; their ports follow the outputs.
+    reductions: tuple[Reduction, ...] = ()
 
     @property
     def ports(self) -> tuple[Port, ...]:
-        return self.inputs + self.outputs
+        return self.inputs + self.outputs + tuple(r.port for r in self.reductions)
 
     @functools.cached_property
     def name(self) -> str:
@@ -165,8 +169,19 @@ POINTWISE: dict = {
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
 
-# Products whose write stage may apply a chain: 2-D, one batch item (kernels/hls/gemm).
-GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2")}  # the a and b operands
+# The reductions a fused GEMM's write stage accumulates -- sums and means over every row (per
+# column) or every element, maxima over the last dim (per row: softmax's amax) -- and the dtype
+# they may run in: the write stage keeps a tile's sums in the accumulator type (float32) and the
+# running sums in the output port between tiles, which float16 could not hold exactly.
+GEMM_REDUCTIONS = {aten.sum.dim_IntList: "afpga::reduce::Sum", aten.mean.dim: "afpga::reduce::Mean",
+                   aten.sum.default: "afpga::reduce::Sum", aten.mean.default: "afpga::reduce::Mean",
+                   aten.amax.default: "afpga::reduce::Max"}
+GEMM_REDUCTION_DTYPES = (torch.float32,)
+
+# Products whose write stage may apply a chain (kernels/hls/gemm): 2-D, or batched (bmm; the
+# epilogue's ports hold the batch's items one after another, as rows of c).
+GEMMS = {aten.mm.default: ("self", "mat2"), aten.addmm.default: ("mat1", "mat2"),  # the a and b operands
+         aten.bmm.default: ("self", "mat2")}
 
 # Views a fused GEMM's chain may pass through: a contiguous value keeps its element order.
 VIEWS = (aten.view.default, aten._unsafe_view.default)
@@ -309,14 +324,15 @@ def reduction_ok(node: fx.Node, g) -> bool:
 
 
 def gemm_ok(node: fx.Node) -> bool:
-    """A product a fused GEMM can compute: 2-D float operands of the chain's dtype; addmm's self
-    broadcasts as the kernel's epilogue reads it."""
+    """A product a fused GEMM can compute: 2-D (3-D for bmm) float operands of the chain's dtype;
+    addmm's self broadcasts as the kernel's epilogue reads it."""
     v = _meta(node)
     if node.op != "call_function" or node.target not in GEMMS or v is None or v.dtype not in DTYPES_FUSED:
         return False
     args = bind(node)
     ab = [_meta(args[o]) for o in GEMMS[node.target]]
-    if any(t is None or t.dim() != 2 or t.dtype != v.dtype for t in ab):
+    rank = 3 if node.target is aten.bmm.default else 2
+    if any(t is None or t.dim() != rank or t.dtype != v.dtype for t in ab):
         return False
     if node.target is aten.addmm.default:
         s = _meta(args["self"])
@@ -337,16 +353,16 @@ def _same_rows(shape, rows_shape) -> bool:
     return len(shape) >= 1 and known(shape[-1] == rows_shape[-1]) and known(_numel(shape) == _numel(rows_shape))
 
 
-def _epilogue_ports(nodes: list) -> int:
-    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands and its outputs
-    but one (c)."""
-    members = set(nodes)
+def _epilogue_ports(nodes: list, reductions: list) -> int:
+    """Ports of a fused GEMM beyond the GEMM's own arguments: the chain's operands, its outputs but
+    one (c) and its reductions."""
+    members = set(nodes) | set(reductions)
     gemm = nodes[0]
     inputs = {a for n in nodes[1:] for a in n.all_input_nodes if a not in members}
     if gemm.target is aten.addmm.default:
         inputs.add(bind(gemm)["self"])
     outputs = [n for n in nodes if any(u not in members for u in n.users)]
-    return len(inputs) + max(0, len(outputs) - 1)
+    return len(inputs) + max(0, len(outputs) - 1) + len(reductions)
 
 
 @dataclass
@@ -356,6 +372,11 @@ class Group:
     dtype: torch.dtype
     reduction: fx.Node | None = None
     gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
+    reductions: list = field(default_factory=list)  # a fused GEMM's sums and means of its chain's values
+
+    @property
+    def members(self) -> set:
+        return set(self.nodes) | set(self.reductions) | ({self.reduction} if self.reduction is not None else set())
 
 
 def _joins_gemm(node: fx.Node, g: Group) -> bool:
@@ -365,6 +386,8 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     if v is None or not _same_rows(tuple(v.shape), g.shape):
         return False
     members = set(g.nodes)
+    if any(a in g.reductions for a in node.all_input_nodes):  # complete only once the kernel is done
+        return False
     if node.op == "call_function" and node.target in VIEWS:
         return bind(node)["self"] in members and v.dtype == g.dtype
     if not pointwise_ok(node) or v.dtype != g.dtype:
@@ -372,7 +395,35 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
     others = [a for a in node.all_input_nodes if a not in members]
     if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
         return False
-    return _epilogue_ports(g.nodes + [node]) <= MAX_EPILOGUE_PORTS
+    return _epilogue_ports(g.nodes + [node], g.reductions) <= MAX_EPILOGUE_PORTS
+
+
+def _reduces_last(node: fx.Node) -> bool:
+    """A reduction over the last dim only: one result per row."""
+    dims = bind(node).get("dim")
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    rank = len(_meta(bind(node)["self"]).shape)
+    return rank >= 1 and [d % rank for d in dims] == [rank - 1]
+
+
+def _gemm_reduction(node: fx.Node, g: Group) -> bool:
+    """Whether fused GEMM `g`'s write stage can take reduction `node`: a sum or mean over every row
+    (per column) or every element, of a member or of a view of one that keeps the rows."""
+    if node.op != "call_function" or node.target not in GEMM_REDUCTIONS or g.dtype not in GEMM_REDUCTION_DTYPES:
+        return False
+    args = bind(node)
+    src, v = _meta(args["self"]), _meta(node)
+    if src is None or v is None or v.dtype != g.dtype or args.get("dtype") is not None:
+        return False
+    member = args["self"] if args["self"] in g.nodes else reduced_member(node, g)
+    if member is None or member not in g.nodes or not _same_rows(tuple(src.shape), g.shape):
+        return False
+    if node.target is aten.amax.default:
+        if not _reduces_last(node):
+            return False
+    elif not (reduces_all(node) or (reduces_columns(node) and _same_shape(src.shape[-1:], g.shape[-1:]))):
+        return False
+    return _epilogue_ports(g.nodes, g.reductions + [node]) <= MAX_EPILOGUE_PORTS
 
 
 def _ports_needed(nodes: list, reduction) -> int:
@@ -412,6 +463,10 @@ def partition(gm: fx.GraphModule) -> list[Group]:
                 if _joins_gemm(node, g):
                     chosen = g
                     break
+                if _gemm_reduction(node, g):
+                    g.reductions.append(node)
+                    group_of[node] = g
+                    break
             elif pointwise_ok(node) and _same_shape(v.shape, g.shape) and v.dtype == g.dtype:
                 if _ports_needed(g.nodes + [node], None) <= MAX_PORTS:
                     chosen = g
@@ -434,7 +489,39 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             group_of[node] = g
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
+    groups = _absorb_producers(gm, groups)
     return [g for g in groups if _gains(g)]
+
+
+def _absorb_producers(gm: fx.GraphModule, groups: list) -> list:
+    """Pointwise groups whose every value feeds only a fused GEMM's chain (LayerNorm backward's
+    normalized input, recomputed from the input and its saved row statistics) join that chain: the
+    write stage computes them from their inputs, read in place, and the launch goes. Only groups
+    whose inputs all precede the GEMM in the graph, so that none can depend on it."""
+    position = {n: i for i, n in enumerate(gm.graph.nodes)}
+    kept = []
+    for h in groups:
+        target = None
+        if h.gemm is None and h.reduction is None:
+            users = {u for n in h.nodes for u in n.users if u not in h.nodes}
+            owners = {id(g): g for g in groups if g is not h and users <= g.members}
+            target = next((g for g in owners.values() if g.gemm is not None), None)
+        if target is not None and _absorbable(h, target, position):
+            target.nodes[1:1] = h.nodes  # after the GEMM: the chain's steps follow their operands
+        else:
+            kept.append(h)
+    return kept
+
+
+def _absorbable(h: Group, g: Group, position: dict) -> bool:
+    members = set(h.nodes)
+    inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
+    if h.dtype != g.dtype or not _same_rows(h.shape, g.shape) or any(position[a] > position[g.gemm] for a in inputs):
+        return False
+    if any(input_mode(tuple(_meta(a).shape), tuple(_meta(n).shape)) is None
+           for n in h.nodes for a in n.all_input_nodes if a not in members):
+        return False
+    return _epilogue_ports(g.nodes + h.nodes, g.reductions) <= MAX_EPILOGUE_PORTS
 
 
 def _viewed_member(node: fx.Node):
@@ -462,7 +549,7 @@ def _gains(g: Group) -> bool:
     """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
     or a column reduction (unfused, the reduce driver copies first)."""
     if g.gemm is not None:
-        ops = [n for n in g.nodes if n.target not in VIEWS]
+        ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
         return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
     return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
@@ -493,7 +580,7 @@ class Plan:
 def plan(group: Group, modes: dict | None = None) -> Plan:
     """The kernel of `group`. `modes` overrides an input's mode (the runner materializes inputs
     whose broadcast the kernel cannot read)."""
-    members = set(group.nodes) | ({group.reduction} if group.reduction else set())
+    members = group.members
     dtype = DTYPES[str(group.dtype).replace("torch.", "")]
     gemm = group.gemm
     in_nodes: list = []
@@ -539,9 +626,17 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
         values[n] = f"v{i}"
     out_nodes = [n for n in group.nodes if any(u not in members for u in n.users)]
     if gemm is not None:
+        # c is always written: when only the reductions leave the group, it holds the product.
+        out_nodes = out_nodes or [gemm]
+        reductions = []
+        for k, r in enumerate(group.reductions):
+            mode = "per_row" if r.target is aten.amax.default else "whole" if reduces_all(r) else "columns"
+            reductions.append(Reduction(GEMM_REDUCTIONS[r.target], values[reduced_member(r, group)], f"red{k}",
+                                        Port(f"red{k}", dtype, mode), mode == "columns", mode == "whole"))
         kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
-                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)))
-        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes), group.shape)
+                              tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)),
+                              tuple(reductions))
+        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes + group.reductions), group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:

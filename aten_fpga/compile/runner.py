@@ -70,7 +70,7 @@ class FusedGroup(torch.nn.Module):
         # the call replaces them): the kernels of other input modes are planned from it.
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype,
                            copy[group.reduction] if group.reduction is not None else None,
-                           copy[group.gemm] if group.gemm is not None else None)
+                           copy[group.gemm] if group.gemm is not None else None, [copy[r] for r in group.reductions])
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -130,20 +130,64 @@ class FusedGroup(torch.nn.Module):
         """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can
         address every port (else the unfused nodes: the table's GEMM, then the chain)."""
         kernel = self.plan.kernel
-        m, n = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else (0, 0)
+        rank = 3 if self.group.gemm.target is torch.ops.aten.bmm.default else 2
+        batch = a.shape[0] if rank == 3 else 1
+        m, n = (batch * a.shape[-2], b.shape[-1]) if a.dim() == rank and b.dim() == rank else (0, 0)  # c's rows
         level = image_level() if _C.device_kind() == "emu" else 4
         expected = {"full": m * n, "row": n, "col": m, "scalar": 1}
         static = all(isinstance(d, int) for s in self.out_shapes for d in s)
-        if (m * n == 0 or a.device.type != "fpga" or not static or (level == 4 and n % kernel.lanes)
+        if (m * n == 0 or a.device.type != "fpga" or not static
                 or any(t.numel() != expected[p.mode] for t, p in zip(operands, kernel.inputs))
                 or math.prod(self.out_shapes[0]) != m * n):
             return self.unfused(a, b, *operands)
         RECORDED[kernel.name] = kernel
         if not available(kernel, a.device):
             return self.unfused(a, b, *operands)
-        outs = [torch.empty(s, dtype=self.group.dtype, device=a.device) for s in self.out_shapes]
-        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, [_port(t) for t in operands], outs)
+        # At level 4 the write stage stores whole words: rows of c and of the ports laid out as c
+        # are padded to whole words (`pitch`) when n is not, and the outputs are views of them.
+        lanes = kernel.lanes if level == 4 else 1
+        pitch = -(-n // lanes) * lanes
+        ports = [_gemm_port(t, p.mode, m, n, pitch) for t, p in zip(operands, kernel.inputs)]
+        outs = []
+        for k, shape in enumerate(self.out_shapes):
+            mode = kernel.reductions[k - 1 - len(kernel.outputs)].port.mode if k > len(kernel.outputs) else "out"
+            if mode in ("out", "columns"):
+                base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=self.group.dtype, device=a.device)
+                outs.append(base[..., :n].view(shape))
+            else:
+                outs.append(torch.empty(shape, dtype=self.group.dtype, device=a.device))
+        # Bands of rows on several compute units when each port's band is its own rows: one batch
+        # item, and no sum over rows (its running sums would race); a row maximum is per row.
+        bands = batch == 1 and all(r.port.mode == "per_row" for r in kernel.reductions)
+        row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1}
+        modes = [p.mode for p in kernel.ports]
+        strides = [row_elements.get(mode, 0) for mode in modes] if bands else []
+        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, ports, outs, strides)
         return tuple(outs)
+
+
+def _gemm_port(t: torch.Tensor, mode: str, m: int, n: int, pitch: int) -> torch.Tensor:
+    """Input `t` of a fused GEMM as its port reads it: a full operand as rows of `pitch` (in place
+    when it is laid out so: an output of another fused GEMM), a row (bias) with a readable last
+    word (in place when it ends its allocation), else a padded copy on the device."""
+    aligned = (t.storage_offset() * t.element_size()) % 64 == 0
+    if mode == "full" and pitch != n:
+        rows_of_pitch = t.stride(-1) == 1 and all(
+            size == 1 or stride == pitch * math.prod(t.shape[i + 1:-1]) for i, (size, stride) in
+            enumerate(zip(t.shape[:-1], t.stride()[:-1])))
+        if rows_of_pitch and aligned:
+            return t
+        padded = torch.empty((m, pitch), dtype=t.dtype, device=t.device)
+        padded[:, :n].copy_(t.reshape(m, n))
+        return padded
+    if mode == "row" and pitch != n:
+        ends_allocation = t.storage_offset() + n == t.untyped_storage().nbytes() // t.element_size()
+        if t.is_contiguous() and aligned and ends_allocation:
+            return t
+        padded = torch.empty(pitch, dtype=t.dtype, device=t.device)
+        padded[:n].copy_(t.reshape(n))
+        return padded
+    return _port(t)
 
 
 def _port(t: torch.Tensor) -> torch.Tensor:

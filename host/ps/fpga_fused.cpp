@@ -65,7 +65,12 @@ std::vector<std::string> load_fused(const std::string& path) {
     if (slot) retired().push_back(std::move(slot));
     auto info = std::make_unique<KernelInfo>();
     info->name = code.name;
-    info->cus = 1;  // one fused kernel instance: its dataflow stages are the parallelism
+    // A fused GEMM gets the table GEMM's compute units (host threads, as the image has them: it
+    // may run in bands of rows); a fused chain is one instance, its dataflow stages the parallelism.
+    info->cus = 1;
+    const KernelInfo* gemm = std::string(code.name).rfind("v_fused_gemm_", 0) == 0
+                                 ? device(0).find_kernel("v_gemm_float32") : nullptr;
+    if (gemm != nullptr) info->cus = gemm->cus;
     info->handle = &code;
     std::string arg_names = code.arg_names;
     for (int a = 0; a < code.nargs; ++a) {
@@ -140,14 +145,22 @@ void run_fused(const std::string& name, const std::vector<at::Tensor>& inputs, c
 // Runs fused GEMM `name` once: c = alpha * a @ b + beta * self with its epilogue, whose ports are
 // `inputs` (self among them) then `outputs` (c first); a and b are addressed as the GEMM driver does.
 void run_fused_gemm_kernel(const std::string& name, const at::Tensor& a, const at::Tensor& b, double alpha,
-                           double beta, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+                           double beta, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+                           const std::vector<int64_t>& band_strides) {
   TORCH_CHECK(!outputs.empty(), name, ": a fused GEMM writes c");
   const c10::Device where = outputs[0].device();
   TORCH_CHECK(a.device() == where && b.device() == where, name, ": a and b must be on ", where);
+  // Its ports are laid out as c, whose rows may be padded to whole words: a unit column stride and
+  // a port-word start (the driver checks c's pitch).
   for (const auto* ports : {&inputs, &outputs}) {
-    for (const at::Tensor& t : *ports) port(name, t, where);
+    for (const at::Tensor& t : *ports) {
+      TORCH_CHECK(t.device() == where && (t.dim() == 0 || t.stride(-1) == 1 || t.numel() <= 1) &&
+                      byte_offset(t) % kWordBytes == 0,
+                  name, ": operand on ", t.device(), " is not a port-aligned row-major tensor of ", where);
+    }
   }
-  launch_fused(name, where, [&](KernelLaunch& launch) { run_fused_gemm(launch, a, b, alpha, beta, inputs, outputs); });
+  launch_fused(name, where,
+               [&](KernelLaunch& launch) { run_fused_gemm(launch, a, b, alpha, beta, inputs, outputs, band_strides); });
 }
 
 }  // namespace
@@ -159,7 +172,7 @@ void register_fused(py::module_& m) {
   m.def("fused_run", &run_fused, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("sizes"),
         "run a fused kernel: its ports are inputs then outputs, then its size arguments");
   m.def("fused_gemm_run", &run_fused_gemm_kernel, py::arg("name"), py::arg("a"), py::arg("b"), py::arg("alpha"),
-        py::arg("beta"), py::arg("inputs"), py::arg("outputs"),
+        py::arg("beta"), py::arg("inputs"), py::arg("outputs"), py::arg("band_strides"),
         "run a fused GEMM: c = alpha * a @ b + beta * self, its epilogue's ports are inputs then outputs (c first)");
 }
 

@@ -73,9 +73,13 @@ bool same_storage(const at::Tensor& x, const at::Tensor& y) {
 // was made first, so that an image without the kernel falls back before any side effect.
 // A fused GEMM (run_fused_gemm) passes its epilogue's ports, read and written: its kernel reads
 // self from one of them, so self is undefined even where beta is not 0.
+// A fused GEMM whose epilogue can run in bands of rows gives each port's elements per row of c
+// (`band_strides`: 0 for a port every band reads whole, a bias), so that each compute unit's run
+// addresses its band; without them it runs whole on one compute unit (its sums run over every row).
 void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const at::Tensor& self,
               const c10::Scalar& beta, const c10::Scalar& alpha, const at::Tensor& out,
-              const std::vector<at::Tensor>& epilogue_in = {}, const std::vector<at::Tensor>& epilogue_out = {}) {
+              const std::vector<at::Tensor>& epilogue_in = {}, const std::vector<at::Tensor>& epilogue_out = {},
+              const std::vector<int64_t>& band_strides = {}) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (out.numel() == 0) return;
   const int64_t esize = out.element_size();
@@ -87,15 +91,16 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   const Operand A = operand(a, lanes), B = operand(b, lanes);
 
   // c: out itself when the kernel can write it in place -- unit column stride, no overlap with a
-  // or b, and at XCL_OPT 4 rows of whole words that belong to it -- else a device temporary
+  // or b, and at XCL_OPT 4 rows of whole words that belong to it (a fused GEMM's c is allocated
+  // with padded rows by aten_fpga/compile when n is not whole words) -- else a device temporary
   // copied into out afterwards.
   const bool beta_zero = beta.toComplexDouble() == 0.0;
   const int64_t ldc = m == 1 ? round_up(n, lanes) : out.stride(1);
   const bool direct = (out.stride(2) == 1 || n == 1) && ldc >= n && (batch == 1 || out.stride(0) >= m * ldc) &&
                       !same_storage(out, a) && !same_storage(out, b) &&
-                      (lanes == 1 || (n % lanes == 0 && addressable(out, false, ldc, lanes)));
-  TORCH_CHECK(direct || !fused, launch.info().name, ": a fused GEMM writes its output in place (contiguous, rows of "
-              "whole port words); aten_fpga/compile runs it unfused otherwise");
+                      (lanes == 1 || ((n % lanes == 0 || fused) && addressable(out, false, ldc, lanes)));
+  TORCH_CHECK(direct || !fused, launch.info().name, ": a fused GEMM writes its output in place (unit column stride, "
+              "rows of whole port words); aten_fpga/compile allocates it so");
   at::Tensor c = direct ? out : at::empty({batch, m, round_up(n, lanes)}, out.options());
   const int64_t c_ld = direct ? ldc : c.size(2);
   const int64_t c_stride = batch == 1 ? 0 : (direct ? out.stride(0) : m * c_ld);
@@ -120,11 +125,14 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
   for (const at::Tensor& t : epilogue_out) prepare_device_write(allocation_of(t), byte_offset(t), t.nbytes());
 
   const uint64_t trans = (A.transposed ? 1 : 0) | (B.transposed ? 2 : 0);
-  // Each compute unit computes a band of rows of c, for every batch item.
-  for (const CuRange& r : launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch)) {
+  // Each compute unit computes a band of rows of c, for every batch item; a fused GEMM only when
+  // its epilogue can (band_strides), else it runs whole on one.
+  TORCH_CHECK(band_strides.empty() || band_strides.size() == epilogue_in.size() + epilogue_out.size(),
+              launch.info().name, ": one band stride per epilogue port");
+  c10::SmallVector<CuRange, 8> bands{CuRange{0, m}};
+  if (!fused || !band_strides.empty()) bands = launch.split(m, kRowGranule, n * std::max<int64_t>(k, 1) * batch);
+  for (const CuRange& r : bands) {
     const int64_t a_off = A.transposed ? r.begin : r.begin * A.ld;
-    // A fused GEMM is one compute unit (its ports are addressed from row 0).
-    TORCH_CHECK(!fused || r.begin == 0, launch.info().name, ": a fused GEMM runs on one compute unit");
     RunArgs run = launch.add_run();
     run.buffer(aa, k == 0 ? 0 : byte_offset(A.t) + a_off * esize)
         .buffer(ba, k == 0 ? 0 : byte_offset(B.t))
@@ -134,8 +142,13 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
         .size(r.size()).size(n).size(k).size(batch).size(trans)
         .size(A.ld).size(B.ld).size(c_ld)
         .size(A.batch_stride).size(B.batch_stride).size(c_stride);
+    size_t port = 0;
     for (const auto* ports : {&epilogue_in, &epilogue_out}) {
-      for (const at::Tensor& t : *ports) run.buffer(allocation_of(t), byte_offset(t));
+      for (const at::Tensor& t : *ports) {
+        const int64_t band = band_strides.empty() ? 0 : r.begin * band_strides[port] * t.element_size();
+        run.buffer(allocation_of(t), byte_offset(t) + band);
+        ++port;
+      }
     }
   }
   launch.run();
@@ -228,13 +241,19 @@ at::Tensor& addr_impl(const KernelRef& kernel, const at::Tensor& self, const at:
 
 void run_fused_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha,
                     const c10::Scalar& beta, const std::vector<at::Tensor>& inputs,
-                    const std::vector<at::Tensor>& outputs) {
-  check_mm("fused gemm", a, b);
-  TORCH_CHECK(!outputs.empty() && outputs[0].numel() == a.size(0) * b.size(1), launch.info().name,
-              ": a fused GEMM's first output is c, ", a.size(0), " x ", b.size(1));
+                    const std::vector<at::Tensor>& outputs, const std::vector<int64_t>& band_strides) {
+  if (a.dim() == 3) {
+    check_bmm("fused gemm", a, b);
+  } else {
+    check_mm("fused gemm", a, b);
+  }
+  const at::Tensor a3 = as_batch(a), b3 = as_batch(b);
+  const int64_t batch = a3.size(0), m = a3.size(1), n = b3.size(2);
+  TORCH_CHECK(!outputs.empty() && outputs[0].numel() == batch * m * n, launch.info().name,
+              ": a fused GEMM's first output is c, ", batch, " x ", m, " x ", n);
   const std::vector<at::Tensor> further(outputs.begin() + 1, outputs.end());
-  run_gemm(launch, as_batch(a), as_batch(b), at::Tensor(), beta, alpha, outputs[0].view({1, a.size(0), b.size(1)}),
-           inputs, further);
+  // c may have padded rows (a pitch of whole words): a view, not a copy.
+  run_gemm(launch, a3, b3, at::Tensor(), beta, alpha, outputs[0].view({batch, m, n}), inputs, further, band_strides);
 }
 
 // --- mm, addmm ---------------------------------------------------------------------------------

@@ -536,8 +536,8 @@ def _viewed_member(node: fx.Node):
 
 def column_sum_ok(node: fx.Node) -> bool:
     """A column reduction of a value no group makes (a GEMM's output, a copy's): a kernel of its own,
-    one launch where the reduce driver makes two (a dense copy with the reduced dims last, then the
-    reduce kernel)."""
+    one launch. The reduce driver reduces columns in place too where the rows are whole port words;
+    otherwise (at XCL_OPT 4, rows that end mid-word) it copies to padded rows first: two launches."""
     if node.op != "call_function" or node.target not in COLUMN_REDUCTIONS:
         return False
     src, v = _meta(bind(node)["self"]), _meta(node)
@@ -547,7 +547,7 @@ def column_sum_ok(node: fx.Node) -> bool:
 
 def _gains(g: Group) -> bool:
     """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
-    or a column reduction (unfused, the reduce driver copies first)."""
+    or a column reduction (unfused, the reduce driver may copy first: column_sum_ok)."""
     if g.gemm is not None:
         ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
         return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)

@@ -328,5 +328,6 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
             stub = next((b[0] for b in bindings if b[2] is op), bindings[0][0])
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
-            stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel))
+            stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel,
+            native.delegates.get(e.func, ()) if info.structured and not e.host else ()))
     return tuple(resolved)

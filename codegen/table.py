@@ -313,6 +313,7 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
     resolved = []
     owner: dict[str, tuple[Entry, str]] = {}
     ops = native.op_table
+    listed = {e.func for e in table.entries}  # a functional overload may be an entry itself (host:)
     for e in table.entries:
         errors = entry_errors(e, ops, library, stubs, owner)
         if errors:
@@ -329,5 +330,6 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
             stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel,
-            native.delegates.get(e.func, ()) if info.structured and not e.host else ()))
+            tuple(v for v in native.delegates.get(e.func, ()) if str(v.func.name) not in listed)
+            if info.structured and not e.host else ()))
     return tuple(resolved)

@@ -182,6 +182,9 @@ class ResolvedEntry:
     bindings: tuple[tuple[str, str, KernelOp], ...] = ()
     # For an op that is not structured: the CPU kernel the wrapper forwards to ("where_self_out").
     cpu_kernel: str | None = None
+    # A structured out= entry's functional and in-place overloads (torchgen NativeFunctions), given
+    # wrappers of their own so that they dispatch once (host/ps/structured.h).
+    variants: tuple[Any, ...] = field(default=(), compare=False, hash=False, repr=False)
 
 
 def kernels_of(groups) -> tuple[Kernel, ...]:

@@ -32,6 +32,9 @@ class NativeTable:
     path: str
     functions: dict[str, NativeFunction]
     cpu_kernels: dict[str, str]  # overload -> CPU kernel name ("ufunc_add_CPU", "mul_out")
+    # out= overload -> its functional and in-place overloads that delegate to it and have no
+    # composite kernel of their own ("add.out" -> add.Tensor, add_.Tensor)
+    delegates: dict[str, tuple[NativeFunction, ...]]
 
     def structured_class(self, f: NativeFunction) -> str | None:
         kernel = self.cpu_kernels.get(str(f.func.name))
@@ -99,7 +102,13 @@ def load_native(path: str | None = None) -> NativeTable:
         m = cpu.get_kernel(f)
         if m is not None:
             kernels[name] = m.kernel
-    return NativeTable(path, functions, kernels)
+    composite = [parsed.backend_indices[k] for k in (DispatchKey.CompositeImplicitAutograd,
+                                                     DispatchKey.CompositeExplicitAutograd)]
+    delegates: dict[str, tuple[NativeFunction, ...]] = {}
+    for f in parsed.native_functions:
+        if f.structured_delegate is not None and not any(b.get_kernel(f) for b in composite):
+            delegates[str(f.structured_delegate)] = delegates.get(str(f.structured_delegate), ()) + (f,)
+    return NativeTable(path, functions, kernels, delegates)
 
 
 def torch_include_dir() -> str:

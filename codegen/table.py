@@ -313,6 +313,7 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
     resolved = []
     owner: dict[str, tuple[Entry, str]] = {}
     ops = native.op_table
+    listed = {e.func for e in table.entries}  # a functional overload may be an entry itself (host:)
     for e in table.entries:
         errors = entry_errors(e, ops, library, stubs, owner)
         if errors:
@@ -328,5 +329,7 @@ def resolve(table: Table, native: NativeTable, library: dict[str, Category],
             stub = next((b[0] for b in bindings if b[2] is op), bindings[0][0])
         resolved.append(ResolvedEntry(
             e, op, kernels, str(f.func), native.structured_class(f), f"ATen/ops/{f.root_name}_native.h",
-            stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel))
+            stub, stubs[stub] if stub else None, f, bindings, None if info.structured else info.cpu_kernel,
+            tuple(v for v in native.delegates.get(e.func, ()) if str(v.func.name) not in listed)
+            if info.structured and not e.host else ()))
     return tuple(resolved)

@@ -72,6 +72,27 @@ def test_project_table_resolves(native, library, stubs):
     assert by_func["add.out"].structured_class == "structured_ufunc_add_CPU"
     assert by_func["mul.out"].structured_class == "structured_mul_out"
     assert all(r.entry.loc.line > 1 for r in entries)
+    # A structured entry serves the functional and in-place overloads that delegate to it; those
+    # with a composite kernel of their own (all.dims) keep it.
+    assert sorted(str(f.func.name) for f in by_func["add.out"].variants) == ["add.Tensor", "add_.Tensor"]
+    assert [str(f.func.name) for f in by_func["all.dims_out"].variants] == []
+    # mse_loss is an entry of its own (host:), so mse_loss.out does not register it again.
+    assert [str(f.func.name) for f in by_func["mse_loss.out"].variants] == []
+
+
+def test_structured_entry_registers_its_functional_and_in_place_forms(tmp_path, native, library, stubs):
+    from codegen.gen_fpga_type import generate_fpga_type
+
+    path = write(tmp_path, """
+        add.out: {kernel: binary/add, dtypes: [float32]}
+    """)
+    unit = generate_fpga_type(resolve(load_table(path), native, library, stubs))["FPGAType_0.cpp"]
+    for func, ident, form in [("add.out", "add_out", "Out"), ("add.Tensor", "add_Tensor", "Functional"),
+                              ("add_.Tensor", "add__Tensor", "Inplace")]:
+        assert f'm.impl("{func}", TORCH_FN(aten_fpga::gen::{ident}));' in unit
+        assert f"StructuredOp<at::native::structured_ufunc_add_CPU, aten_fpga::Form::{form}, 1>" in unit
+    # A kernel the image lacks: every form falls back as add.out, counted there.
+    assert unit.count('op_stats("add.out")') == 3 and unit.count("run_or_fallback<at::_ops::add_out>") == 3
 
 
 def test_valid_table_keeps_lines_and_optional_stub(tmp_path):

@@ -123,3 +123,39 @@ def test_unsupported_dtype_falls_back_and_is_counted(level):
     exact(fpga(a) + fpga(b), a + b)
     s = aten_fpga.stats()["add.out"]
     assert s["fpga"] == 0 and s["cpu_fallback"] == 1
+
+
+@pytest.mark.parametrize("call", [lambda x, y: x + y, lambda x, y: x.add_(y), lambda x, y: torch.add(x, y, out=x)],
+                         ids=["functional", "in_place", "out"])
+def test_one_dispatch_per_op(level, call):
+    """x + y and x.add_(y) have wrappers of their own (host/ps/structured.h): one aten::add (or
+    aten::add_) in the profiler, holding the kernel's range, where ATen's composite kernel would
+    dispatch add.out inside it (an aten::add more)."""
+    x, y = fpga(torch.randn(100)) * 1, fpga(torch.randn(100))  # x: a kernel's output
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        call(x, y)
+    names = [e.name for e in prof.events()]
+    assert len([n for n in names if n.startswith("aten::add")]) == 1 and names.count("v_add_float32") == 1, names
+    ran_on_fpga("add.out")
+
+
+def test_in_place_errors_as_the_cpu(level):
+    """The in-place wrapper refuses what ATen's does, with its words."""
+    cases = [lambda x: x.add_(torch.ones(3, 2, device=x.device)),                # would grow self
+             lambda x: x.long().add_(torch.ones(2, device=x.device))]            # float into int64
+    for case in cases:
+        with pytest.raises(RuntimeError) as cpu:
+            case(torch.ones(2))
+        with pytest.raises(RuntimeError) as dev:
+            case(fpga(torch.ones(2)))
+        assert str(dev.value) == str(cpu.value)
+
+
+def test_in_place_strided_self(level):
+    """In place on a transposed view: computed through the iterator's order into self's storage."""
+    a, b = torch.randn(33, 17), torch.randn(17, 33)
+    x = fpga(a) + 0  # a kernel's output
+    view = x.t()
+    view.mul_(fpga(b))
+    exact(x, (a.t() * b).t())
+    ran_on_fpga("mul.out")

@@ -91,6 +91,13 @@ std::pair<size_t, size_t> word_span(const Allocation* a, size_t offset, size_t n
   return {b, e};
 }
 
+// Publish which of a's lists are non-empty (callers hold a->mu, after changing them).
+void publish_stale_sides(Allocation* a) {
+  a->stale_sides.store((a->host_stale.empty() ? 0 : Allocation::kHostStale) |
+                           (a->device_stale.empty() ? 0 : Allocation::kDeviceStale),
+                       std::memory_order_release);
+}
+
 // Move the bytes of [b, e) that `stale` lists to that side, and forget them there. Returns the
 // bytes moved. Callers hold a->mu.
 size_t sync_locked(Allocation* a, ByteRanges& stale, bool to_device, size_t b, size_t e) {
@@ -108,11 +115,16 @@ size_t sync_locked(Allocation* a, ByteRanges& stale, bool to_device, size_t b, s
     moved += hi - lo;
   }
   stale.subtract(b, e);
+  publish_stale_sides(a);
   return moved;
 }
 
 void sync_range(Allocation* a, bool to_device, size_t offset, size_t n) {
   if (a == nullptr) return;
+  // Nothing is stale on that side: nothing to move (the common case of a kernel's input).
+  if (!(a->stale_sides.load(std::memory_order_acquire) & (to_device ? Allocation::kDeviceStale : Allocation::kHostStale))) {
+    return;
+  }
   size_t moved;
   {
     std::lock_guard<std::mutex> g(a->mu);
@@ -143,6 +155,7 @@ void mark_range(Allocation* a, bool device_written, size_t offset, size_t n) {
       stale.add(lo, hi);
       if (kSanitize) (device_written ? poison_host : poison_device)(a, lo, hi - lo);
     }
+    publish_stale_sides(a);
   }
   if (moved != 0) record_sync(device_written, static_cast<int64_t>(moved));
 }
@@ -222,14 +235,16 @@ class BlockCache {
  public:
   BlockCache() : small_(kSmallMax / kSmallStep) {}
 
-  // A cached allocation of size class `cls`, or nullptr.
-  Allocation* take(size_t cls) {
+  // A cached allocation of size class `cls` for `requested` bytes, counted as allocated; or nullptr.
+  Allocation* take(size_t cls, size_t requested) {
     std::lock_guard<std::mutex> g(mu_);
     auto& list = cls <= kSmallMax ? small_[cls / kSmallStep - 1] : large_[cls];
     if (list.empty()) return nullptr;
     Allocation* a = list.back();
     list.pop_back();
+    a->requested = requested;
     stats_.cache_hits += 1;
+    count_allocated(a, /*fresh=*/false);
     return a;
   }
 
@@ -243,21 +258,10 @@ class BlockCache {
     stats_.total_frees += 1;
   }
 
-  void on_allocated(const Allocation* a, bool fresh) {
+  // A fresh device buffer, allocated.
+  void on_allocated(const Allocation* a) {
     std::lock_guard<std::mutex> g(mu_);
-    const auto cls = static_cast<int64_t>(a->buffer->bytes);
-    if (fresh) {
-      stats_.device_allocs += 1;
-      stats_.reserved_bytes += cls;
-      stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
-    }
-    stats_.allocated_bytes += cls;
-    stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
-    stats_.requested_bytes += static_cast<int64_t>(a->requested);
-    stats_.requested_bytes_peak = std::max(stats_.requested_bytes_peak, stats_.requested_bytes);
-    stats_.allocations += 1;
-    stats_.allocations_peak = std::max(stats_.allocations_peak, stats_.allocations);
-    stats_.total_allocations += 1;
+    count_allocated(a, /*fresh=*/true);
   }
 
   // Free every cached block (outside the lock: a device free may take a while).
@@ -290,6 +294,23 @@ class BlockCache {
   }
 
  private:
+  // Callers hold mu_.
+  void count_allocated(const Allocation* a, bool fresh) {
+    const auto cls = static_cast<int64_t>(a->buffer->bytes);
+    if (fresh) {
+      stats_.device_allocs += 1;
+      stats_.reserved_bytes += cls;
+      stats_.reserved_bytes_peak = std::max(stats_.reserved_bytes_peak, stats_.reserved_bytes);
+    }
+    stats_.allocated_bytes += cls;
+    stats_.allocated_bytes_peak = std::max(stats_.allocated_bytes_peak, stats_.allocated_bytes);
+    stats_.requested_bytes += static_cast<int64_t>(a->requested);
+    stats_.requested_bytes_peak = std::max(stats_.requested_bytes_peak, stats_.requested_bytes);
+    stats_.allocations += 1;
+    stats_.allocations_peak = std::max(stats_.allocations_peak, stats_.allocations);
+    stats_.total_allocations += 1;
+  }
+
   std::mutex mu_;
   std::vector<std::vector<Allocation*>> small_;  // by class / 512 - 1
   std::map<size_t, std::vector<Allocation*>> large_;
@@ -344,24 +365,24 @@ class FpgaAllocator final : public c10::Allocator {
     if (nbytes == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, dev};
     const size_t cls = size_class(nbytes);
     BlockCache& c = cache(index);
-    Allocation* a = c.take(cls);
-    const bool fresh = a == nullptr;
-    if (fresh) {
+    Allocation* a = c.take(cls, nbytes);
+    if (a == nullptr) {
       Device& d = device(index);
       auto buffer = new_buffer(d, index, cls, nbytes);
       a = new Allocation();
       a->buffer = std::move(buffer);
       a->device = &d;
       a->device_index = index;
+      a->requested = nbytes;
+      c.on_allocated(a);
     }
-    a->requested = nbytes;
     a->host_stale.clear();  // neither side holds anything yet
     a->device_stale.clear();
+    a->stale_sides.store(0, std::memory_order_release);
     if (kSanitize) {  // nor does either side hold what an earlier tensor left in the block
       poison_host(a, 0, a->buffer->bytes);
       poison_device(a, 0, a->buffer->bytes);
     }
-    c.on_allocated(a, fresh);
     return {a->buffer->host, a, &give_back, dev};
   }
 

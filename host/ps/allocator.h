@@ -15,6 +15,7 @@
 
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "device.h"
@@ -53,6 +54,10 @@ struct Allocation {
   size_t requested;  // bytes asked for; the block may be larger
   ByteRanges host_stale, device_stale;
   std::mutex mu;
+  // Which lists are non-empty (kHostStale, kDeviceStale), published with them under mu: a sync
+  // that has nothing to move (an input current on the device) returns without taking the lock.
+  std::atomic<unsigned> stale_sides{0};
+  static constexpr unsigned kHostStale = 1, kDeviceStale = 2;
 };
 
 // The allocation behind an fpga tensor's storage (nullptr for an empty storage).

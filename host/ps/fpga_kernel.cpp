@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/DynamicCast.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/complex.h>
@@ -287,7 +286,7 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   launch.expect_args(nt + scalars.size() + 1, "template and stub disagree: fix kernels/hls/.../ops.yaml 'scalars'");
   const int64_t n = iter.numel();
   if (n == 0) return;
-  c10::DeviceGuard guard(where);
+  // No device guard: whatever this makes on the device (temporaries, copies) names `where`.
 
   // Kernel ports in order: the inputs, then the outputs; each in the dtype the kernel declares.
   // At most one repeating broadcast input is read as a block (periodic_port): `chunk` elements,
@@ -321,8 +320,11 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
   for (int p = 0; p < nt - nout; ++p) {
     sync_to_device(ports[p].alloc, ports[p].offset, (p == block_port ? chunk : n) * elsize[p]);
   }
-  c10::SmallVector<c10::Scalar, 4> values;
-  for (size_t s = 0; s < scalars.size(); ++s) values.push_back(scalar_or_default(kernel, scalars, s, dtype));
+  // The scalar arguments, encoded once for every run.
+  c10::SmallVector<uint64_t, 4> scalar_bits;
+  for (size_t s = 0; s < scalars.size(); ++s) {
+    scalar_bits.push_back(encode_scalar(scalar_or_default(kernel, scalars, s, dtype), info.args[nt + s]));
+  }
 
   // Split each chunk (the whole range when no input is a block) across the compute units at whole
   // port words (every port has as many elements per word: a vector port's lanes); one launch per
@@ -336,7 +338,7 @@ void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
         const int64_t first = (p == block_port ? 0 : begin) + r.begin;
         args.buffer(ports[p].alloc, ports[p].offset + first * elsize[p], r.size() * elsize[p]);
       }
-      for (const c10::Scalar& v : values) args.scalar(v);
+      for (uint64_t b : scalar_bits) args.bits(b);
       args.size(r.size());
     }
     launch.run();

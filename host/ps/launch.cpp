@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <deque>
+#include <memory>
 
 #include "allocator.h"
 #include "runtime.h"
@@ -72,44 +74,67 @@ c10::SmallVector<CuRange, 8> KernelLaunch::split(int64_t items, int64_t granule,
 
 namespace {
 // Argument lists reused per thread, one set per nesting depth (a driver preparing its operands may
-// launch copy kernels of its own): a launch allocates nothing once they have grown.
-thread_local std::vector<std::vector<std::vector<KernelArg>>> tls_runs;
-thread_local size_t tls_depth = 0;
+// launch copy kernels of its own): a launch allocates nothing once they have grown. Reached
+// through a plain thread_local pointer (one TLS lookup; `owner` frees them when the thread ends).
+struct ThreadRuns {
+  std::deque<std::vector<std::vector<KernelArg>>> by_depth;  // grows without moving the outer ones
+  size_t depth = 0;
+};
+thread_local ThreadRuns* tls_runs = nullptr;
+struct RunsOwner {
+  std::unique_ptr<ThreadRuns> runs = std::make_unique<ThreadRuns>();
+  ~RunsOwner() { tls_runs = nullptr; }
+};
+C10_NOINLINE ThreadRuns& new_runs() {
+  thread_local RunsOwner owner;
+  tls_runs = owner.runs.get();
+  return *tls_runs;
+}
+inline ThreadRuns& thread_runs() {
+  ThreadRuns* r = tls_runs;
+  return C10_LIKELY(r != nullptr) ? *r : new_runs();
+}
+
+// This thread's argument lists for a launch at the next depth.
+std::vector<std::vector<KernelArg>>& enter() {
+  ThreadRuns& t = thread_runs();
+  const size_t depth = t.depth++;
+  if (t.by_depth.size() <= depth) t.by_depth.resize(depth + 1);
+  return t.by_depth[depth];
+}
 }  // namespace
 
 KernelLaunch::KernelLaunch(const KernelRef& ref, at::ScalarType dtype, c10::Device where)
-    : info_(&kernel_for(ref, dtype, where)), device_(&aten_fpga::device(where.index())), depth_(tls_depth++) {
-  if (tls_runs.size() <= depth_) tls_runs.resize(depth_ + 1);
-}
+    : info_(&kernel_for(ref, dtype, where)), device_(&aten_fpga::device(where.index())), runs_(&enter()) {}
 
 KernelLaunch::KernelLaunch(const KernelInfo& info, c10::Device where)
-    : info_(&info), device_(&aten_fpga::device(where.index())), depth_(tls_depth++) {
-  if (tls_runs.size() <= depth_) tls_runs.resize(depth_ + 1);
-}
+    : info_(&info), device_(&aten_fpga::device(where.index())), runs_(&enter()) {}
 
-KernelLaunch::~KernelLaunch() { --tls_depth; }
+KernelLaunch::~KernelLaunch() { --thread_runs().depth; }
 
 RunArgs KernelLaunch::add_run() {
-  auto& runs = tls_runs[depth_];
-  if (runs.size() <= runs_) runs.emplace_back();
-  std::vector<KernelArg>& args = runs[runs_++];
+  auto& runs = *runs_;
+  if (runs.size() <= units_) runs.emplace_back();
+  std::vector<KernelArg>& args = runs[units_++];
   args.clear();
   return RunArgs(*info_, args, spans_);
 }
 
 void KernelLaunch::run() {
-  if (runs_ == 0) return;
-  auto& runs = tls_runs[depth_];
-  runs.resize(runs_);
-  for (size_t u = 0; u < runs_; ++u) {
+  if (units_ == 0) return;
+  auto& runs = *runs_;
+  runs.resize(units_);
+  for (size_t u = 0; u < units_; ++u) {
     TORCH_CHECK(runs[u].size() == info_->args.size(), info_->name, " takes ", info_->args.size(),
                 " arguments; compute unit ", u, " was given ", runs[u].size(),
                 " (the kernel's ops.yaml and its host driver disagree)");
   }
-  {
-    // The launch as a named range in torch.profiler (free when no profiler is active).
-    at::RecordFunction range(at::RecordScope::FUNCTION);
-    if (range.isActive()) range.before(std::string_view(info_->name));
+  // The launch as a named range in torch.profiler (nothing to make when no profiler is active).
+  if (auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION); C10_UNLIKELY(callbacks)) {
+    at::RecordFunction range(std::move(*callbacks));
+    range.before(std::string_view(info_->name));
+    device_->run(*info_, runs);
+  } else {
     device_->run(*info_, runs);
   }
   int64_t bytes = 0;
@@ -117,7 +142,7 @@ void KernelLaunch::run() {
   spans_.clear();
   record_launch(info_->name, bytes);
   booking_.done();
-  runs_ = 0;
+  units_ = 0;
 }
 
 }  // namespace aten_fpga

@@ -102,8 +102,10 @@ class KernelLaunch {
   KernelBooking booking_;
   const KernelInfo* info_;
   Device* device_;
-  size_t depth_;  // launches nest: a driver's operand copies may be kernels themselves
-  size_t runs_ = 0;
+  // This thread's argument lists at this launch's depth (launches nest: a driver's operand
+  // copies may be kernels themselves).
+  std::vector<std::vector<KernelArg>>* runs_;
+  size_t units_ = 0;  // runs added
   BufferSpans spans_;
 };
 

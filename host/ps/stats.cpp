@@ -1,5 +1,6 @@
 #include "stats.h"
 
+#include <c10/macros/Macros.h>
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
@@ -11,12 +12,6 @@
 #include "runtime.h"
 
 namespace aten_fpga {
-namespace {
-std::mutex mu;
-std::unordered_map<std::string, std::unique_ptr<OpStats>>& table() {
-  static auto* t = new std::unordered_map<std::string, std::unique_ptr<OpStats>>();
-  return *t;
-}
 
 // This thread's accounting target, and fpga_kernel's bookings not yet given to an op.
 struct ThreadAccount {
@@ -28,26 +23,50 @@ struct ThreadAccount {
   int64_t epoch = 0;  // launches so far
   // The counters (OpStats::kernels values) this thread last booked launches to, by op and kernel
   // name (the image's string: its address identifies it while that image is loaded), so a booking
-  // does not search the map by name. Entries of the map are never erased (reset_stats zeroes
-  // them), so the pointers stay valid.
+  // neither searches the map nor takes its lock.
   struct Slot {
     const OpStats* op;
     const std::string* kernel;
     uint64_t generation;
-    int64_t* count;
+    std::atomic<int64_t>* count;
   };
   Slot slots[8] = {};
   unsigned next_slot = 0;
 };
-thread_local ThreadAccount account;
 
-// The launch counter of `kernel` in op `s` (callers hold s.kernels_mu).
-int64_t& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {
+namespace {
+std::mutex mu;
+std::unordered_map<std::string, std::unique_ptr<OpStats>>& table() {
+  static auto* t = new std::unordered_map<std::string, std::unique_ptr<OpStats>>();
+  return *t;
+}
+
+// Each thread's account, made on its first use. The thread_local itself is a plain pointer, so
+// that reaching it costs one TLS lookup (a thread_local object with a constructor costs a guard
+// call on every access); `owner` frees the account when the thread ends.
+thread_local ThreadAccount* tls_account = nullptr;
+struct AccountOwner {
+  std::unique_ptr<ThreadAccount> account = std::make_unique<ThreadAccount>();
+  ~AccountOwner() { tls_account = nullptr; }
+};
+C10_NOINLINE ThreadAccount& new_account() {
+  thread_local AccountOwner owner;
+  tls_account = owner.account.get();
+  return *tls_account;
+}
+inline ThreadAccount& account() {
+  ThreadAccount* a = tls_account;
+  return C10_LIKELY(a != nullptr) ? *a : new_account();
+}
+
+// The launch counter of `kernel` in op `s`.
+std::atomic<int64_t>& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {
   const uint64_t generation = image_generation();
   for (const ThreadAccount::Slot& slot : a.slots) {
     if (slot.op == &s && slot.kernel == kernel && slot.generation == generation) return *slot.count;
   }
-  int64_t& count = s.kernels[*kernel];
+  std::lock_guard<std::mutex> g(s.kernels_mu);
+  std::atomic<int64_t>& count = s.kernels.try_emplace(*kernel, 0).first->second;
   a.slots[a.next_slot++ % 8] = {&s, kernel, generation, &count};
   return count;
 }
@@ -65,7 +84,10 @@ int64_t now_ns() {
 }
 
 void RunCounter::book_pending(size_t first_launch) {
-  ThreadAccount& a = account;
+  book_pending(account(), first_launch);
+}
+
+void RunCounter::book_pending(ThreadAccount& a, size_t first_launch) {
   if (a.pending_ns | a.pending_to_device | a.pending_to_host) {
     owner_->fpga_ns.fetch_add(a.pending_ns, std::memory_order_relaxed);
     owner_->bytes_to_device.fetch_add(a.pending_to_device, std::memory_order_relaxed);
@@ -75,9 +97,8 @@ void RunCounter::book_pending(size_t first_launch) {
   if (a.pending_launches.size() <= first_launch) return;
   owner_->launches.fetch_add(static_cast<int64_t>(a.pending_launches.size() - first_launch),
                              std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> g(owner_->kernels_mu);
-    for (size_t i = first_launch; i < a.pending_launches.size(); ++i) kernel_count(a, *owner_, a.pending_launches[i]) += 1;
+  for (size_t i = first_launch; i < a.pending_launches.size(); ++i) {
+    kernel_count(a, *owner_, a.pending_launches[i]).fetch_add(1, std::memory_order_relaxed);
   }
   int64_t bytes = 0;
   for (size_t i = first_launch; i < a.pending_bytes.size(); ++i) bytes += a.pending_bytes[i];
@@ -87,11 +108,15 @@ void RunCounter::book_pending(size_t first_launch) {
 }
 
 void RunCounter::add_run(LaunchMark since) {
-  book_pending(std::min(since.pending, account.pending_launches.size()));
-  if (account.epoch > since.epoch) n_.fetch_add(1, std::memory_order_relaxed);
+  ThreadAccount& a = account();
+  book_pending(a, std::min(since.pending, a.pending_launches.size()));
+  if (a.epoch > since.epoch) n_.fetch_add(1, std::memory_order_relaxed);
 }
 
-LaunchMark launch_mark() { return {account.epoch, account.pending_launches.size()}; }
+LaunchMark launch_mark() {
+  const ThreadAccount& a = account();
+  return {a.epoch, a.pending_launches.size()};
+}
 
 OpStats& op_stats(const std::string& op) {
   std::lock_guard<std::mutex> g(mu);
@@ -100,9 +125,11 @@ OpStats& op_stats(const std::string& op) {
   return *slot;
 }
 
-OpScope::OpScope(OpStats& op) : op_(account.scope == nullptr && !account.in_kernel ? &op : nullptr) {
-  if (op_ != nullptr) {
-    account.scope = op_;
+OpScope::OpScope(OpStats& op) {
+  ThreadAccount& a = account();
+  if (a.scope == nullptr && !a.in_kernel) {
+    op_ = &op;
+    a.scope = op_;
     start_ns_ = now_ns();
   }
 }
@@ -110,36 +137,43 @@ OpScope::OpScope(OpStats& op) : op_(account.scope == nullptr && !account.in_kern
 OpScope::~OpScope() {
   if (op_ != nullptr) {
     op_->cpu_ns.fetch_add(now_ns() - start_ns_, std::memory_order_relaxed);
-    account.scope = nullptr;
+    account().scope = nullptr;
   }
 }
 
-KernelBooking::KernelBooking() : outer_(!account.in_kernel && account.scope == nullptr), start_ns_(now_ns()) {
-  if (outer_) account.in_kernel = true;
+KernelBooking::KernelBooking() {
+  ThreadAccount& a = account();
+  outer_ = !a.in_kernel && a.scope == nullptr;
+  if (outer_) {
+    a.in_kernel = true;
+    start_ns_ = now_ns();
+  }
 }
 
 void KernelBooking::done() { done_ = true; }
 
 KernelBooking::~KernelBooking() {
   if (!outer_) return;
-  account.in_kernel = false;
-  const bool moved = account.pending_to_device | account.pending_to_host;
-  if (done_ || moved) account.pending_ns += now_ns() - start_ns_;
+  ThreadAccount& a = account();
+  a.in_kernel = false;
+  const bool moved = a.pending_to_device | a.pending_to_host;
+  if (done_ || moved) a.pending_ns += now_ns() - start_ns_;
   if (!done_ && moved) {
     // No kernel ran (it was unavailable, the op was empty, or it failed): its syncs happened all
     // the same and count somewhere.
-    unattributed().fpga_runs.book_pending();
+    unattributed().fpga_runs.book_pending(a);
   }
 }
 
 void record_launch(const std::string& kernel, int64_t bytes) {
-  account.pending_launches.push_back(&kernel);
-  account.pending_bytes.push_back(bytes);
-  account.epoch += 1;
+  ThreadAccount& a = account();
+  a.pending_launches.push_back(&kernel);
+  a.pending_bytes.push_back(bytes);
+  a.epoch += 1;
 }
 
 void record_sync(bool to_device, int64_t bytes) {
-  ThreadAccount& a = account;
+  ThreadAccount& a = account();
   if (a.in_kernel) {
     (to_device ? a.pending_to_device : a.pending_to_host) += bytes;
   } else {
@@ -158,7 +192,7 @@ std::map<std::string, OpCounts> stats_snapshot() {
     {
       std::lock_guard<std::mutex> k(s->kernels_mu);
       for (const auto& [kernel, count] : s->kernels) {
-        if (count != 0) c.kernels.emplace(kernel, count);
+        if (const int64_t n = count.load(std::memory_order_relaxed)) c.kernels.emplace(kernel, n);
       }
     }
     if (c.fpga_runs || c.cpu_fallbacks || c.bytes_to_device || c.bytes_to_host || c.fpga_ns || c.cpu_ns) {
@@ -176,7 +210,7 @@ void reset_stats() {
     for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches,
                     &s.kernel_bytes}) c->store(0);
     std::lock_guard<std::mutex> k(s.kernels_mu);
-    for (auto& kv : s.kernels) kv.second = 0;  // not erased: threads keep pointers to the counts
+    for (auto& kv : s.kernels) kv.second.store(0);  // not erased: threads keep pointers to the counts
   }
 }
 

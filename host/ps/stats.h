@@ -21,6 +21,7 @@
 namespace aten_fpga {
 
 struct OpStats;
+struct ThreadAccount;  // stats.cpp: a thread's pending bookings
 
 // Where this thread's launches stood when an op began: it launched a kernel (itself, or an op it
 // is made of) iff the thread launched since; its own launches are those still pending after it.
@@ -39,6 +40,7 @@ class RunCounter {
   void add_run(LaunchMark since);
   // Books every pending time, sync and launch without counting a run.
   void book_pending(size_t first_launch = 0);
+  void book_pending(ThreadAccount& account, size_t first_launch = 0);
   int64_t load() const { return n_.load(std::memory_order_relaxed); }
   void reset() { n_.store(0, std::memory_order_relaxed); }
 
@@ -58,8 +60,10 @@ struct OpStats {
   std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
   std::atomic<int64_t> launches{0};  // kernel launches (one per KernelLaunch::run, all CUs)
   std::atomic<int64_t> kernel_bytes{0};  // device memory the launches' buffer arguments span
+  // Launches per kernel name. Entries are added under kernels_mu and never erased (reset_stats
+  // zeroes them), so a thread that found a counter once counts into it without the lock.
   std::mutex kernels_mu;
-  std::map<std::string, int64_t> kernels;  // launches per kernel name
+  std::map<std::string, std::atomic<int64_t>> kernels;
 };
 
 // The counters of one op ("add.out"), created on first use; the reference stays valid.
@@ -75,7 +79,7 @@ class OpScope {
   OpScope& operator=(const OpScope&) = delete;
 
  private:
-  OpStats* op_;  // null when an outer scope owns the thread
+  OpStats* op_ = nullptr;  // null when an outer scope owns the thread
   int64_t start_ns_ = 0;
 };
 
@@ -92,7 +96,7 @@ class KernelBooking {
  private:
   bool outer_;
   bool done_ = false;
-  int64_t start_ns_;
+  int64_t start_ns_ = 0;
 };
 // A sync between host shadow and device copy of `bytes`, booked to the thread's current op.
 void record_sync(bool to_device, int64_t bytes);

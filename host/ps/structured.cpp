@@ -1,7 +1,6 @@
 #include "structured.h"
 
 #include <ATen/native/Resize.h>
-#include <c10/core/DeviceGuard.h>
 
 namespace aten_fpga {
 
@@ -21,10 +20,16 @@ void set_output(std::reference_wrapper<at::Tensor> out_ref, std::optional<at::Te
       out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
     }
   }
-  if (allow_proxy && !strides.empty() && !out.strides().equals(strides)) {
-    c10::DeviceGuard guard(options.device());
-    proxy = at::empty_strided(sizes, strides, options);
-  }
+  if (allow_proxy && !strides.empty() && !out.strides().equals(strides)) proxy = empty_fpga(sizes, strides, options);
+}
+
+void check_inplace(const at::Tensor& self, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
+              " and output tensor dtype ", options.dtype(), " should match");
+  TORCH_CHECK(options.device() == self.device(), "Bad in-place call: input tensor device ", self.device(),
+              " and output tensor device ", options.device(), " should match");
+  TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(), " and output tensor size ",
+              sizes, " should match");
 }
 
 }  // namespace aten_fpga

@@ -15,6 +15,7 @@
 #include "allocator.h"
 #include "runtime.h"
 #include "stats.h"
+#include "structured.h"
 
 namespace aten_fpga {
 namespace {
@@ -30,17 +31,14 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.value_or(false), "pin_memory is for CPU tensors, not fpga tensors");
-  c10::DeviceGuard guard(fpga_device(device));
-  return at::detail::empty_generic(size, fpga_allocator(), kFpgaKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return empty_fpga(size, {}, at::TensorOptions().dtype(dtype).device(device).memory_format(memory_format));
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "pin_memory is for CPU tensors, not fpga tensors");
-  c10::DeviceGuard guard(fpga_device(device));
-  return at::detail::empty_strided_generic(size, stride, fpga_allocator(), kFpgaKeys, c10::dtype_or_default(dtype));
+  return empty_fpga(size, stride, at::TensorOptions().dtype(dtype).device(device));
 }
 
 // Grow a storage to at least `bytes`, keeping its contents on the side where they are valid
@@ -112,6 +110,15 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 }  // namespace
+
+at::Tensor empty_fpga(at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& options) {
+  c10::DeviceGuard guard(fpga_device(options.device_opt()));  // the allocator serves the current device
+  const at::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
+  if (strides.empty()) {
+    return at::detail::empty_generic(sizes, fpga_allocator(), kFpgaKeys, dtype, options.memory_format_opt());
+  }
+  return at::detail::empty_strided_generic(sizes, strides, fpga_allocator(), kFpgaKeys, dtype);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));

@@ -82,9 +82,10 @@ inline uint32_t float_bits(float f) {
 }
 
 // c0 + x (c1 + x (c2 + ...)): Horner's rule with fused steps, expanded at compile time.
-inline float horner(float, float c) { return c; }
-template <typename... C>
-inline float horner(float x, float c0, C... rest) {
+template <typename F>
+inline F horner(F, F c) { return c; }
+template <typename F, typename... C>
+inline F horner(F x, F c0, C... rest) {
   return hls::fma(x, horner(x, rest...), c0);
 }
 
@@ -247,7 +248,7 @@ inline uint64_t to_bits(double d) {
 const double SHIFTER = 6755399441055744.0;
 
 // sin/cos of a float, for every float: x = (q + f) pi/2 with q an integer and |f| <= 1/2, then the
-// Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^11 / x^12 (relative remainder
+// Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^13 / x^12 (relative remainder
 // < 1e-11), in double. The reduction is Payne-Hanek's made branch-free and table-free: with
 // 2^e <= |x| < 2^(e+1) and k = max(0, e - 24), x = x' 2^k where x' is an even integer when k > 0, so
 // x 2/pi = x' (2^k 2/pi) and only 2^k 2/pi mod 2 matters: bits k to k + 95 of 2/pi (a window of the
@@ -291,20 +292,13 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   const uint64_t q = to_bits(t1) + to_bits(t2) + quadrant_offset;  // its low two bits: q mod 4
   const double th = f * 1.5707963267948966;  // |th| <= pi/4 (and a hair)
   const double t = th * th;
-  double sp = 1.0 / 39916800;  // 1 / 11!
-  sp = sp * t - 1.0 / 362880;
-  sp = sp * t + 1.0 / 5040;
-  sp = sp * t - 1.0 / 120;
-  sp = sp * t + 1.0 / 6;
-  const double sin_th = th - th * t * sp;
-  double cp = 1.0 / 479001600;  // 1 / 12!
-  cp = cp * t - 1.0 / 3628800;
-  cp = cp * t + 1.0 / 40320;
-  cp = cp * t - 1.0 / 720;
-  cp = cp * t + 1.0 / 24;
-  cp = cp * t - 0.5;
-  const double cos_th = 1.0 + t * cp;
-  const double r = (q & 1) ? cos_th : sin_th;
+  // sin th = th + th t S(t), cos th = 1 + t C(t): one Horner chain on the coefficients of the one
+  // this lane needs (selected per lane), Taylor's to th^13 / th^12.
+  const bool odd = q & 1;
+  const double p = horner(t, odd ? -1.0 / 2 : -1.0 / 6, odd ? 1.0 / 24 : 1.0 / 120, odd ? -1.0 / 720 : -1.0 / 5040,
+                          odd ? 1.0 / 40320 : 1.0 / 362880, odd ? -1.0 / 3628800 : -1.0 / 39916800,
+                          odd ? 1.0 / 479001600 : 1.0 / 6227020800);
+  const double r = hls::fma(odd ? t : th * t, p, odd ? 1.0 : th);
   return (q & 2) ? -r : r;
 }
 

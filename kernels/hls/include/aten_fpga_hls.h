@@ -210,15 +210,16 @@ inline float erf_for_gelu(float a) {
   return hls::copysign(ax < 1.0f ? small : large, a);
 }
 
-// 1 / (1 + e^-x), to within 0.6 ulp: E = e^-x = Eh + El from exp_parts (2^n in two factors, as exp);
-// 1 + E summed exactly into d + d_lo, and y0 = 1 / d corrected by the quotient's remainder (exact
-// through an fma) and d_lo. ATen computes 1 / (1 + exp(-x)) in float, which rounds E, 1 + E and the
-// quotient (about 2.4 ulp from the true value, docs/kernels.md); as there, E = inf (x < -88.72) gives 0.
-inline float sigmoid(float a) {
-  const float x = a > 104.0f ? -104.0f : a < -89.0f ? 89.0f : -a;
+// num / (1 + e^x), to within 0.8 ulp (sigmoid: num = 1, x = -a; silu: num = a): E = e^x = Eh + El
+// from exp_parts (2^n in two factors, as exp); 1 + E summed exactly into d + d_lo, and num / d corrected
+// by the remainder (exact through an fma) and d_lo. ATen computes num / (1 + exp(x)) in float, which
+// rounds E, 1 + E and the quotient (about 2.4 ulp from the true value, docs/kernels.md); as there,
+// E = inf (x > 88.72) gives num / inf and num = +-inf gives +-inf / (1 + E).
+inline float over_one_plus_exp(float num, float x) {
+  const float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
   int32_t n;
   float hi, lo;
-  exp_parts(x, n, hi, lo);
+  exp_parts(c, n, hi, lo);
   const int32_t n1 = n / 2;
   const float scale1 = pow2(n1), scale2 = pow2(n - n1);
   const float eh = (hi * scale1) * scale2;
@@ -226,8 +227,10 @@ inline float sigmoid(float a) {
   const float big = eh > 1.0f ? eh : 1.0f, small = eh > 1.0f ? 1.0f : eh;  // Fast2Sum's order
   const float d_lo = ((big - d) + small) + (lo * scale1) * scale2;
   const float y0 = 1.0f / d;
-  const float r = y0 + (hls::fma(-y0, d, 1.0f) - y0 * d_lo) * y0;  // (1 - y0 (d + d_lo)) / d
-  return a != a ? a : eh < std::numeric_limits<float>::infinity() ? r : 0.0f;
+  const float r0 = num * y0;
+  const float r = r0 + (hls::fma(-r0, d, num) - r0 * d_lo) * y0;  // (num - r0 (d + d_lo)) / d
+  const float inf = std::numeric_limits<float>::infinity();
+  return eh < inf && hls::fabs(num) < inf ? r : r0;  // and NaN: r0 is NaN
 }
 
 // --- sin/cos: Payne-Hanek's reduction in double --------------------------------------------------
@@ -509,12 +512,13 @@ template <typename T>
 inline T sigmoid(T a) {
   return T(1) / (T(1) + math::exp(-a));
 }
-inline float sigmoid(float a) { return math::sigmoid(a); }
+inline float sigmoid(float a) { return math::over_one_plus_exp(1.0f, -a); }
 
 template <typename T>
 inline T silu(T a) {
   return a / (T(1) + math::exp(-a));
 }
+inline float silu(float a) { return math::over_one_plus_exp(a, -a); }
 
 // gelu with ATen's GeluType none (the exact one, through erf) and tanh (its approximation): two
 // kernels, so that neither builds the other's math.
@@ -533,10 +537,10 @@ inline T gelu_tanh(T a) {
 
 // --- activations and their gradients (ATen's cpu/Activation.cpp vector loops) ------------------
 
-// silu'(x) * dy, with sigmoid as 1 / (1 + exp(-x)).
+// silu'(x) * dy, with sigmoid (1 / (1 + exp(-x))) as above.
 template <typename T>
 inline T silu_backward(T dy, T x) {
-  const T s = T(1) / (T(1) + math::exp(-x));
+  const T s = sigmoid(x);
   return dy * s * (T(1) + x * (T(1) - s));
 }
 

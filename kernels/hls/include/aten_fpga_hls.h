@@ -214,7 +214,7 @@ inline float erf_for_gelu(float a) {
 // from exp_parts (2^n in two factors, as exp); 1 + E summed exactly into d + d_lo, and num / d corrected
 // by the remainder (exact through an fma) and d_lo. ATen computes num / (1 + exp(x)) in float, which
 // rounds E, 1 + E and the quotient (about 2.4 ulp from the true value, docs/kernels.md); as there,
-// E = inf (x > 88.72) gives num / inf and num = +-inf gives +-inf / (1 + E).
+// E = inf (x > 88.72) gives num / inf, num = +-inf gives +-inf / (1 + E) and num = -0 gives -0.
 inline float over_one_plus_exp(float num, float x) {
   const float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
   int32_t n;
@@ -229,8 +229,9 @@ inline float over_one_plus_exp(float num, float x) {
   const float y0 = 1.0f / d;
   const float r0 = num * y0;
   const float r = r0 + (hls::fma(-r0, d, num) - r0 * d_lo) * y0;  // (num - r0 (d + d_lo)) / d
+  // r0 = +-0, +-inf or NaN, or E = inf: r0 itself (the correction would lose -0's sign or be NaN).
   const float inf = std::numeric_limits<float>::infinity();
-  return eh < inf && hls::fabs(num) < inf ? r : r0;  // and NaN: r0 is NaN
+  return eh < inf && r0 != 0.0f && hls::fabs(r0) < inf ? r : r0;
 }
 
 // --- sin/cos: Payne-Hanek's reduction in double --------------------------------------------------

@@ -56,16 +56,185 @@ constexpr uint64_t dataflow_span() {
 #endif
 }
 
-// --- float transcendentals in double, without branches or calls -----------------------------------
+// --- float transcendentals, without branches or calls ------------------------------------------
 //
-// afpga::math::exp/log/tanh of a float: a range reduction, then a polynomial, both in
-// double, rounded once to float. The double result is within ~1e-12 of the true value, so the float
-// is the correctly rounded one except for values within that distance of a rounding tie: within
-// 1 ulp, as the tests' ULP bounds require (tests/test_kernels_pointwise.py). Every step is an add,
-// multiply, divide, compare-and-select or integer bit operation, so on the card each function is
-// one pipeline at II=1 (in double: a few dozen DSPs per lane), and g++ vectorizes a lane loop of them
-// for the emulated device, as ATen's CPU loops use vectorized math. Other types go to hls::.
+// afpga::math::exp/log/tanh and erf_for_gelu of a float: a range reduction, then a polynomial, in
+// float with fused multiply-adds; the few steps whose rounding would cost accuracy carry the
+// rounding error in a second float (Fast2Sum: s = a + b, err = (a - s) + b is exact when |a| >= |b|).
+// exp and log are within 0.61 ulp of the true value, tanh 0.70, sigmoid 0.79 (measured on every 16th
+// float against double-precision results; docs/kernels.md), so within the ulp bounds of
+// tests/test_kernels_pointwise.py against ATen's own. Every step is an add, multiply, fma, divide,
+// compare-and-select or 32-bit integer bit operation: on the card each function is one II=1
+// pipeline of float operators; in the emulator g++ vectorizes a lane loop of them 8 floats to an
+// AVX2 register, as ATen's CPU loops use vectorized math. sin/cos (below) reduce in double. Other
+// types go to hls::.
 namespace math {
+
+inline float float_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// c0 + x (c1 + x (c2 + ...)): Horner's rule with fused steps, expanded at compile time.
+template <typename F>
+inline F horner(F, F c) { return c; }
+template <typename F, typename... C>
+inline F horner(F x, F c0, C... rest) {
+  return hls::fma(x, horner(x, rest...), c0);
+}
+
+// 2^n for -126 <= n <= 127, built in the exponent field.
+inline float pow2(int32_t n) { return float_from_bits(uint32_t(n + 127) << 23); }
+
+// e^x = 2^n (hi + lo) for |x| <= 104: hi is e^(x - n ln2) rounded (within 0.61 ulp), hi + lo within
+// 2e-10 relative of it.
+// n = round(x / ln2) (adding 1.5 * 2^23 leaves it in the low bits of t); x - n ln2 = r + r_lo with ln2 in
+// two parts, r = x - n LN2_HI being exact (x and n LN2_HI are multiples of 2^-25 where n != 0, and
+// |r| < 1/2) and |r_lo| < 3e-7; e^r = 1 + r + r^2 Q(r), Q a degree 5 polynomial fitted to
+// (e^r - 1 - r) / r^2 on |r| <= ln2 / 2 (error 1.4e-10 relative to e^r), 1 + r summed exactly into
+// one + err, and e^(r + r_lo) = e^r (1 + r_lo).
+inline void exp_parts(float x, int32_t& n, float& hi, float& lo) {
+#pragma HLS INLINE
+  const float SHIFTER = 12582912.0f;  // 1.5 * 2^23
+  const float t = hls::fma(x, 1.44269502f, SHIFTER);
+  const float nf = t - SHIFTER;
+  n = int32_t(float_bits(t) - float_bits(SHIFTER));
+  const float r = hls::fma(-nf, 0.693147182f, x);  // LN2_HI: ln2 rounded to float
+  const float r_lo = nf * 1.90465421e-09f;          // n (LN2_HI - ln2)
+  const float q = horner(r, 0.5f, 0.16666664f, 0.041666448f, 0.00833388f, 0.0013936597f, 0.00019586027f);
+  const float one = 1.0f + r;
+  const float rest = ((1.0f - one) + r) + (r * r) * q;  // e^r - one
+  const float tail = hls::fma(r_lo, one + rest, rest);
+  hi = one + tail;
+  lo = (one - hi) + tail;
+}
+
+template <typename T>
+inline T exp(T a) { return hls::exp(a); }
+inline float exp(float a) {
+  // Beyond [-104, 89] e^x rounds to 0 or overflows; 2^n in two factors covers n in [-150, 128], the
+  // second multiply rounding a subnormal result once.
+  const float x = a < -104.0f ? -104.0f : a > 89.0f ? 89.0f : a;
+  int32_t n;
+  float hi, lo;
+  exp_parts(x, n, hi, lo);
+  const int32_t n1 = n / 2;
+  const float r = (hi * pow2(n1)) * pow2(n - n1);
+  return a != a ? a : r;  // NaN
+}
+
+template <typename T>
+inline T log(T a) { return hls::log(a); }
+inline float log(float a) {
+  // a = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits (a subnormal scaled by 2^23 first);
+  // f = m - 1 is exact. log a = e ln2 + f - f^2 / 2 + f^3 P(f), P a degree 8 polynomial fitted on
+  // [sqrt(1/2) - 1, sqrt(2) - 1] (error 9e-10 relative to log1p f). The three leading terms are summed
+  // exactly into a head and a tail: e LN2_HI (ln2's leading 16 bits: exact) + (f - h), h = f^2 / 2 from
+  // its exact product f * f = h2 + l2 (fma).
+  const bool subnormal = a < 1.17549435e-38f;
+  const float s = subnormal ? a * 8388608.0f : a;  // 2^23
+  const uint32_t shifted = float_bits(s) - 0x3f3504f3u;  // 0x3f3504f3: sqrt(1/2)
+  const int32_t e_int = int32_t(shifted) >> 23;       // floor(log2(s / sqrt(1/2))) (arithmetic shift)
+  const float m = float_from_bits((shifted & 0x007fffffu) + 0x3f3504f3u);
+  const float e = float(e_int - (subnormal ? 23 : 0));
+  const float f = m - 1.0f;
+  const float h2 = f * f;
+  const float l2 = hls::fma(f, f, -h2);
+  const float h = 0.5f * h2;
+  const float d = f - h;  // |f| >= h
+  const float d_err = (f - d) - h;
+  const float e_hi = e * 0.693145752f;  // LN2_HI = 0.693145751953125
+  const float head = e_hi + d;          // |e_hi| >= 0.69 > |d| unless e = 0
+  const float head_err = (e_hi - head) + d;
+  const float p = horner(f, 0.3333331f, -0.25000015f, 0.2000224f, -0.16667752f, 0.14217126f, -0.124086805f,
+                         0.11908427f, -0.11665019f, 0.06689574f);
+  const float tail = hls::fma(e, 1.42860677e-06f, hls::fma(h2 * f, p, -0.5f * l2)) + (head_err + d_err);
+  const float r = head + tail;  // ln2 - LN2_HI = 1.42860677e-06
+  const float inf = std::numeric_limits<float>::infinity();
+  return a > 0.0f && a < inf ? r
+         : a == 0.0f         ? -inf
+         : a < 0.0f          ? std::numeric_limits<float>::quiet_NaN()
+                             : a;  // inf, NaN
+}
+
+template <typename T>
+inline T tanh(T a) { return hls::tanh(a); }
+inline float tanh(float a) {
+  const float ax = hls::fabs(a);
+  // |x| < 0.55: x + x^3 P(x^2), P a degree 4 polynomial fitted there (error 1.2e-9 relative to tanh).
+  const float x2 = a * a;
+  const float small = hls::fma(ax * x2, horner(x2, -0.33333316f, 0.13332547f, -0.053848095f, 0.021053761f,
+                                                  -0.0062481156f), ax);
+  // Beyond: 1 - y, y = 2 / (E + 1), E = e^2|x| = Eh + El exactly scaled from exp_parts; the quotient's
+  // remainder (exact through an fma) and El correct y0 = 2 / (Eh + 1) to y0 + c, and 1 - y0 is summed
+  // exactly. |x| > 10 (tanh rounds to 1 from 9.01) computes at 10.
+  int32_t n;
+  float hi, lo;
+  exp_parts(2.0f * (ax > 10.0f ? 10.0f : ax), n, hi, lo);
+  const float scale = pow2(n);
+  const float eh = hi * scale;
+  const float d = eh + 1.0f;                              // eh >= 1
+  const float d_lo = ((eh - d) + 1.0f) + lo * scale;
+  const float y0 = 2.0f / d;
+  const float c = (hls::fma(-y0, d, 2.0f) - y0 * d_lo) * (0.5f * y0);  // (2 - y0 (d + d_lo)) / d
+  const float one_minus = 1.0f - y0;                                     // y0 <= 1
+  const float large = one_minus + (((1.0f - one_minus) - y0) - c);
+  const float r = hls::copysign(ax < 0.55f ? small : large, a);
+  return a != a ? a : r;
+}
+
+// erf to within 1e-7 absolute: below 1, x P(x^2) with P a degree 5 polynomial fitted there (6e-8
+// relative); beyond, 1 - e^-x^2 erfcx(x), with erfcx (= e^x^2 erfc x, smooth) a degree 11 polynomial
+// in x / 2 - 1 fitted to it on [0, 4] (weighted by e^-x^2: 5e-8 absolute); beyond 4, erfc < 2e-8.
+// Absolute, not relative, accuracy: gelu's 1 + erf(x) needs no more; torch.erf itself stays hls::erf.
+template <typename T>
+inline T erf_for_gelu(T a) { return hls::erf(a); }
+inline float erf_for_gelu(float a) {
+  const float ax = hls::fabs(a);
+  const float small = ax * horner(ax * ax, 1.1283791f, -0.37612298f, 0.11280024f, -0.02670748f, 0.004913272f,
+                                  -0.0005613787f);
+  const float c = ax > 4.0f ? 4.0f : ax;
+  const float p = horner(hls::fma(c, 0.5f, -1.0f), 0.25539643f, -0.21356264f, 0.16732398f, -0.124556765f,
+                         0.08157317f, -0.06326923f, 0.06578293f, 0.045863908f, 0.039645612f, -0.09997796f,
+                         -0.11908345f, -0.053858604f);
+  int32_t n;
+  float hi, lo;
+  exp_parts(-(c * c), n, hi, lo);  // n >= -24
+  const float large = hls::fma(-hi * pow2(n), p, 1.0f);
+  return hls::copysign(ax < 1.0f ? small : large, a);
+}
+
+// num / (1 + e^x), to within 0.8 ulp (sigmoid: num = 1, x = -a; silu: num = a): E = e^x = Eh + El
+// from exp_parts (2^n in two factors, as exp); 1 + E summed exactly into d + d_lo, and num / d corrected
+// by the remainder (exact through an fma) and d_lo. ATen computes num / (1 + exp(x)) in float, which
+// rounds E, 1 + E and the quotient (about 2.4 ulp from the true value, docs/kernels.md); as there,
+// E = inf (x > 88.72) gives num / inf, num = +-inf gives +-inf / (1 + E) and num = -0 gives -0.
+inline float over_one_plus_exp(float num, float x) {
+  const float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  int32_t n;
+  float hi, lo;
+  exp_parts(c, n, hi, lo);
+  const int32_t n1 = n / 2;
+  const float scale1 = pow2(n1), scale2 = pow2(n - n1);
+  const float eh = (hi * scale1) * scale2;
+  const float d = 1.0f + eh;
+  const float big = eh > 1.0f ? eh : 1.0f, small = eh > 1.0f ? 1.0f : eh;  // Fast2Sum's order
+  const float d_lo = ((big - d) + small) + (lo * scale1) * scale2;
+  const float y0 = 1.0f / d;
+  const float r0 = num * y0;
+  const float r = r0 + (hls::fma(-r0, d, num) - r0 * d_lo) * y0;  // (num - r0 (d + d_lo)) / d
+  // r0 = +-0, +-inf or NaN, or E = inf: r0 itself (the correction would lose -0's sign or be NaN).
+  const float inf = std::numeric_limits<float>::infinity();
+  return eh < inf && r0 != 0.0f && hls::fabs(r0) < inf ? r : r0;
+}
+
+// --- sin/cos: Payne-Hanek's reduction in double --------------------------------------------------
 
 inline double from_bits(uint64_t u) {
   double d;
@@ -82,124 +251,8 @@ inline uint64_t to_bits(double d) {
 // the sum (no float-to-integer conversion, which the vector units of g++'s target lack for 64 bits).
 const double SHIFTER = 6755399441055744.0;
 
-// e^x for x in [-300, 300]: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^10
-// (relative remainder < 2e-13), times 2^n built in the exponent field.
-inline double exp_core(double x) {
-#pragma HLS INLINE
-  const double t = x * 1.4426950408889634 + SHIFTER;  // n = round(x / ln2), in t's low bits
-  const double n = t - SHIFTER;
-  const double r = (x - n * 0.6931471803691238) - n * 1.9082149292705877e-10;  // ln2 in two parts: n * hi is exact
-  double p = 2.755731922398589e-07;  // 1 / 10!
-  p = p * r + 2.7557319223985893e-06;
-  p = p * r + 2.48015873015873e-05;
-  p = p * r + 0.0001984126984126984;
-  p = p * r + 0.001388888888888889;
-  p = p * r + 0.008333333333333333;
-  p = p * r + 0.041666666666666664;
-  p = p * r + 0.16666666666666666;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  const uint64_t n_bits = to_bits(t) - to_bits(SHIFTER);  // n as a two's complement integer
-  return p * from_bits((n_bits + 1023) << 52);             // 2^n
-}
-
-template <typename T>
-inline T exp(T a) { return hls::exp(a); }
-inline float exp(float a) {
-  const double x = a;
-  const double c = x < -200.0 ? -200.0 : x > 100.0 ? 100.0 : x;  // beyond: 0 or inf once rounded
-  const float r = float(exp_core(c));
-  return a != a ? a : r;  // NaN
-}
-
-template <typename T>
-inline T log(T a) { return hls::log(a); }
-inline float log(float a) {
-  // a = 2^e m with m in [sqrt(1/2), sqrt(2)); as a double even a subnormal float is normal.
-  const uint64_t b = to_bits(double(a));
-  const double m1 = from_bits((b & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);  // [1, 2)
-  const bool high = m1 > 1.4142135623730951;
-  const double m = high ? m1 * 0.5 : m1;
-  const uint64_t e_biased = (b >> 52) + (high ? 1 : 0);                  // e + 1023
-  const double e = from_bits(to_bits(SHIFTER) + e_biased - 1023) - SHIFTER;  // as a double
-  // log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series to s^19 (< 1e-17).
-  const double s = (m - 1.0) / (m + 1.0);
-  const double s2 = s * s;
-  double p = 1.0 / 19;
-  p = p * s2 + 1.0 / 17;
-  p = p * s2 + 1.0 / 15;
-  p = p * s2 + 1.0 / 13;
-  p = p * s2 + 1.0 / 11;
-  p = p * s2 + 1.0 / 9;
-  p = p * s2 + 1.0 / 7;
-  p = p * s2 + 1.0 / 5;
-  p = p * s2 + 1.0 / 3;
-  p = p * s2 + 1.0;
-  const float r = float(e * 0.6931471805599453 + 2.0 * s * p);
-  const float inf = std::numeric_limits<float>::infinity();
-  return a > 0.0f && a < inf ? r
-         : a == 0.0f         ? -inf
-         : a < 0.0f          ? std::numeric_limits<float>::quiet_NaN()
-                             : a;  // inf, NaN
-}
-
-template <typename T>
-inline T tanh(T a) { return hls::tanh(a); }
-inline float tanh(float a) {
-  const double x = a;
-  const double ax = hls::fabs(x);
-  // |x| < 1/16: the series to x^9 (relative remainder < 1e-12); beyond: 1 - 2 / (e^2|x| + 1),
-  // whose absolute error ~1e-16 is relative error < 2e-15 there. |x| > 20 gives 1.
-  const double x2 = x * x;
-  double p = 62.0 / 2835;
-  p = p * x2 - 17.0 / 315;
-  p = p * x2 + 2.0 / 15;
-  p = p * x2 - 1.0 / 3;
-  const double small = ax + ax * x2 * p;
-  const double e = exp_core(2.0 * (ax > 20.0 ? 20.0 : ax));
-  const double large = 1.0 - 2.0 / (e + 1.0);
-  const float r = float(hls::copysign(ax < 0.0625 ? small : large, x));
-  return a != a ? a : r;
-}
-
-// erf to within 1e-11 absolute: 1 - e^-x^2 erfcx(x), with erfcx (= e^x^2 erfc x, smooth) a degree 20
-// polynomial in (x - 2) / 2 fitted to it on [0, 4]; beyond 4, erfc < 2e-8. Absolute, not relative,
-// accuracy: gelu's 1 + erf(x) needs no more; torch.erf itself stays hls::erf.
-inline double erf_absolute(double x) {
-  const double ax = hls::fabs(x);
-  const double c = ax > 4.0 ? 4.0 : ax;
-  const double u = c * 0.5 - 1.0;
-  double p = 1.4601499400996146e-05;
-  p = p * u - 3.143417202235886e-05;
-  p = p * u - 6.548791896922264e-06;
-  p = p * u + 1.1431208869332948e-05;
-  p = p * u + 0.0001365440306257149;
-  p = p * u - 0.000271444510438923;
-  p = p * u + 0.00034579002512617583;
-  p = p * u - 0.0006790259842992516;
-  p = p * u + 0.0014328501218654078;
-  p = p * u - 0.002652975219107545;
-  p = p * u + 0.004732078549308521;
-  p = p * u - 0.008332184743016117;
-  p = p * u + 0.01426801687608635;
-  p = p * u - 0.023653542032807486;
-  p = p * u + 0.037917880574267926;
-  p = p * u - 0.058613060845187026;
-  p = p * u + 0.08705182952684135;
-  p = p * u - 0.12368511130239068;
-  p = p * u + 0.1672110100875382;
-  p = p * u - 0.21359292358038182;
-  p = p * u + 0.25539567631186677;
-  return hls::copysign(1.0 - exp_core(-c * c) * p, x);
-}
-
-template <typename T>
-inline T erf_for_gelu(T a) { return hls::erf(a); }
-inline float erf_for_gelu(float a) { return float(erf_absolute(a)); }
-
 // sin/cos of a float, for every float: x = (q + f) pi/2 with q an integer and |f| <= 1/2, then the
-// Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^11 / x^12 (relative remainder
+// Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^13 / x^12 (relative remainder
 // < 1e-11), in double. The reduction is Payne-Hanek's made branch-free and table-free: with
 // 2^e <= |x| < 2^(e+1) and k = max(0, e - 24), x = x' 2^k where x' is an even integer when k > 0, so
 // x 2/pi = x' (2^k 2/pi) and only 2^k 2/pi mod 2 matters: bits k to k + 95 of 2/pi (a window of the
@@ -243,20 +296,13 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   const uint64_t q = to_bits(t1) + to_bits(t2) + quadrant_offset;  // its low two bits: q mod 4
   const double th = f * 1.5707963267948966;  // |th| <= pi/4 (and a hair)
   const double t = th * th;
-  double sp = 1.0 / 39916800;  // 1 / 11!
-  sp = sp * t - 1.0 / 362880;
-  sp = sp * t + 1.0 / 5040;
-  sp = sp * t - 1.0 / 120;
-  sp = sp * t + 1.0 / 6;
-  const double sin_th = th - th * t * sp;
-  double cp = 1.0 / 479001600;  // 1 / 12!
-  cp = cp * t - 1.0 / 3628800;
-  cp = cp * t + 1.0 / 40320;
-  cp = cp * t - 1.0 / 720;
-  cp = cp * t + 1.0 / 24;
-  cp = cp * t - 0.5;
-  const double cos_th = 1.0 + t * cp;
-  const double r = (q & 1) ? cos_th : sin_th;
+  // sin th = th + th t S(t), cos th = 1 + t C(t): one Horner chain on the coefficients of the one
+  // this lane needs (selected per lane), Taylor's to th^13 / th^12.
+  const bool odd = q & 1;
+  const double p = horner(t, odd ? -1.0 / 2 : -1.0 / 6, odd ? 1.0 / 24 : 1.0 / 120, odd ? -1.0 / 720 : -1.0 / 5040,
+                          odd ? 1.0 / 40320 : 1.0 / 362880, odd ? -1.0 / 3628800 : -1.0 / 39916800,
+                          odd ? 1.0 / 479001600 : 1.0 / 6227020800);
+  const double r = hls::fma(odd ? t : th * t, p, odd ? 1.0 : th);
   return (q & 2) ? -r : r;
 }
 
@@ -467,11 +513,13 @@ template <typename T>
 inline T sigmoid(T a) {
   return T(1) / (T(1) + math::exp(-a));
 }
+inline float sigmoid(float a) { return math::over_one_plus_exp(1.0f, -a); }
 
 template <typename T>
 inline T silu(T a) {
   return a / (T(1) + math::exp(-a));
 }
+inline float silu(float a) { return math::over_one_plus_exp(a, -a); }
 
 // gelu with ATen's GeluType none (the exact one, through erf) and tanh (its approximation): two
 // kernels, so that neither builds the other's math.
@@ -490,18 +538,18 @@ inline T gelu_tanh(T a) {
 
 // --- activations and their gradients (ATen's cpu/Activation.cpp vector loops) ------------------
 
-// silu'(x) * dy, with sigmoid as 1 / (1 + exp(-x)).
+// silu'(x) * dy, with sigmoid (1 / (1 + exp(-x))) as above.
 template <typename T>
 inline T silu_backward(T dy, T x) {
-  const T s = T(1) / (T(1) + hls::exp(-x));
+  const T s = sigmoid(x);
   return dy * s * (T(1) + x * (T(1) - s));
 }
 
 // gelu'(x) * dy, GeluType none and tanh (two kernels, as gelu).
 template <typename T>
 inline T gelu_backward(T dy, T x) {
-  const T cdf = T(0.5) * (T(1) + hls::erf(x * T(0.7071067811865476)));  // 1 / sqrt(2)
-  const T pdf = T(0.3989422804014327) * hls::exp(x * x * T(-0.5));       // 1 / sqrt(2 pi)
+  const T cdf = T(0.5) * (T(1) + math::erf_for_gelu(x * T(0.7071067811865476)));  // 1 / sqrt(2)
+  const T pdf = T(0.3989422804014327) * math::exp(x * x * T(-0.5));                // 1 / sqrt(2 pi)
   return dy * (cdf + x * pdf);
 }
 
@@ -510,7 +558,7 @@ inline T gelu_backward_tanh(T dy, T x) {
   const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
   const T kappa = T(0.044715);
   const T x_sq = x * x;
-  const T tanh_inner = hls::tanh(beta * (x + kappa * (x * x * x)));
+  const T tanh_inner = math::tanh(beta * (x + kappa * (x * x * x)));
   const T left = T(0.5) * x;
   const T left_derivative = T(0.5) * (T(1) + tanh_inner);
   const T tanh_derivative = T(1) - tanh_inner * tanh_inner;

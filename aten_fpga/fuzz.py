@@ -284,7 +284,9 @@ class _Generator:
         if self.env[a].dim() > 0 and self.env[a].shape[0] > 1:
             choices.append((f"{a}[1:] = {b}[1:]" if b and self.env[b].dim() == self.env[a].dim() else f"{a}[0] = {s}", True))
         line, exact = self.rng.choice(choices)
-        return line, [a] + ([b] if b and b in line else []), exact
+        # the scalar too: a number read from an inexact tensor makes what it writes inexact
+        operands = [b] if b and b in line else [s] if f"({s})" in line or f"= {s}" in line else []
+        return line, [a] + operands, exact
 
     def out(self):
         a = self.pick(lambda t: t.dtype == torch.float32)

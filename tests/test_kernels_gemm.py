@@ -70,8 +70,8 @@ def mm_check(a, b, fn=torch.mm, op="mm"):
     ran(op)
 
 
-# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3; at 4, 128 x 256 in the
-# emulated image's default 16 x 32 PE array, 256 x 384 in the U250's 32 x 48), k
+# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3; at 4, 128 x 384 in the
+# emulated image's default 16 x 48 PE array, 256 x 384 in the U250's 32 x 48), k
 # longer than one chunk, one row, one column.
 SHAPES = [(1, 1, 1), (5, 1, 7), (64, 64, 64), (65, 33, 129), (3, 200, 5), (130, 70, 300), (1, 300, 17),
           (17, 300, 1), (257, 129, 385)]
@@ -282,11 +282,11 @@ MLP_NON_GEMM_FALLBACKS: set[str] = set()  # none: ReLU, the MSE loss and the fil
 
 
 def test_default_image_splits_rows_over_its_gemm_cus():
-    """The default emulated image has as many GEMM CUs as a U250 holds of its 16 x 32 array (3);
+    """The default emulated image has as many GEMM CUs as a U250 holds of its 16 x 48 array (2);
     each computes a band of whole 64-row granules of c, on its own host thread, and the bits are
     those of a one-CU product."""
     aten_fpga.load(4)
-    assert aten_fpga._C.kernel_cus("v_gemm_float32") == 3
+    assert aten_fpga._C.kernel_cus("v_gemm_float32") == 2
     a, b = ints((600, 48)), ints((48, 80))  # rows of whole port words: no packing copies
     x, y = dev(a), dev(b)
     before = [c["runs"] for c in aten_fpga._C.cu_activity()]  # the CUs that ran so far
@@ -296,11 +296,11 @@ def test_default_image_splits_rows_over_its_gemm_cus():
     assert aten_fpga.stats()["mm"] == {"fpga": 1, "cpu_fallback": 0} and "copy_" not in aten_fpga.stats()
     torch.testing.assert_close(out.cpu(), a @ b, rtol=0, atol=0)
     before += [0] * (len(activity) - len(before))
-    assert [c["runs"] - r for c, r in zip(activity, before)] == [1, 1, 1] + [0] * (len(activity) - 3)
-    assert len({c["last_thread"] for c in activity[:3]}) == 3
+    assert [c["runs"] - r for c, r in zip(activity, before)] == [1, 1] + [0] * (len(activity) - 2)
+    assert len({c["last_thread"] for c in activity[:2]}) == 2
     # (a, b, c, alpha, beta, m, ...): c's offset and the rows of each band
-    bands = [(c["last_args"][2][1], c["last_args"][5][1]) for c in activity[:3]]
-    assert bands == [(0, 256), (256 * 80 * 4, 256), (512 * 80 * 4, 88)]
+    bands = [(c["last_args"][2][1], c["last_args"][5][1]) for c in activity[:2]]
+    assert bands == [(0, 320), (320 * 80 * 4, 280)]
 
 
 def test_mlp_training_step():
@@ -373,7 +373,7 @@ int main() {
 
 def test_pe_geometry_does_not_change_results(tmp_path):
     """Each output of the XCL_OPT 4 kernel is one float32 sum in k order whatever the PE array, so
-    every gemm_pe gives the same bits: the emulated image's default 16 x 32, the U250's 32 x 48 and
+    every gemm_pe gives the same bits: the emulated image's default 16 x 48, the U250's 32 x 48 and
     a 4 x 4 (many small tiles). This is why the emulated image may run the array its CPU runs fastest."""
     from codegen import library as kernel_library
     from codegen.gen_hls import template_env
@@ -395,7 +395,7 @@ def test_pe_geometry_does_not_change_results(tmp_path):
         return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
 
     with ThreadPoolExecutor(2) as pool:
-        default, u250, small = pool.map(run, [(16, 32), (32, 48), (4, 4)])
+        default, u250, small = pool.map(run, [(16, 48), (32, 48), (4, 4)])
     assert len(default) == 130 * 300 + 257 * 385 + 65 * 33 + 17 + 300 * 520 + 40 * 50
     assert len(set(default)) > len(default) // 2  # distinct sums, not a constant
     assert default == u250 and default == small

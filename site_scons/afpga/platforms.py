@@ -90,9 +90,10 @@ GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32)
 
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
 # changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does.
-# 16 x 32 keeps a PE block's 8 accumulators per PE (16 KB) in a 32 KB L1 and its 32-wide rows
-# vectorize; the card's array (32 x 48: 48 KB) runs from L2. `gemm_pe=32x48` emulates that array.
-EMU_GEMM_PE = (16, 32)
+# 16 x 48 keeps a PE block's 8 accumulators per PE (24 KB) in a 32 KB L1, its 48-wide rows vectorize,
+# and two such arrays fit a U250's DSP budget (gemm_cus), so the emulated image has two GEMM CUs;
+# the card's array (32 x 48: 48 KB) runs from L2. `gemm_pe=32x48` emulates that array.
+EMU_GEMM_PE = (16, 48)
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:
@@ -106,5 +107,5 @@ DSPS_PER_MAC = 5  # a float32 multiply-add
 
 def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
     """GEMM CUs at the XCL_OPT 4 default: as many PM x PN arrays as fit in the DSP budget (one of
-    the card's own array; three of the emulated image's 16 x 32 on a U250), at least one."""
+    the card's own array; two of the emulated image's 16 x 48 on a U250), at least one."""
     return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))

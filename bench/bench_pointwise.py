@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, print_table, pyplot, save_plot, write_json  # noqa: E402
+from common import ROOT, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -92,24 +92,11 @@ def main(argv=None) -> int:
                            "repeat": args.repeat, "rows": records})
     plt = pyplot()
     if plt is not None:
-        plot(plt, list(ops), levels, cpu, fpga, args.n, load)
+        plot_level_ratios(plt, list(ops), levels, cpu, fpga, f"pointwise ops on {args.n} float32, torch "
+                          f"{torch.get_num_threads()} threads, load average {load:.1f}", 1.0,
+                          "target 1.0x (transcendentals, opt=4)", "pointwise.png")
     aten_fpga.load(4)
     return 0
-
-
-def plot(plt, names, levels, cpu, fpga, n, load) -> None:
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(names)), 3.6))
-    width = 0.8 / len(levels)
-    for i, level in enumerate(levels):
-        ax.bar([j + i * width for j in range(len(names))], [fpga[name, level] / cpu[name] for name in names],
-               width, label=f"opt={level}")
-    ax.axhline(1.0, color="red", lw=0.8, label="target 1.0x (transcendentals, opt=4)")
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=60, fontsize=7)
-    ax.set_ylabel("fpga (emulated) / CPU time")
-    ax.set_title(f"pointwise ops on {n} float32, torch {torch.get_num_threads()} threads, load average {load:.1f}",
-                 fontsize=9)
-    ax.legend(fontsize=7)
-    save_plot(fig, "pointwise.png")
 
 
 if __name__ == "__main__":

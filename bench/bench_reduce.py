@@ -22,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, print_table, pyplot, save_plot, write_json  # noqa: E402
+from common import ROOT, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -88,25 +88,10 @@ def main(argv=None) -> int:
                            "repeat": args.repeat, "rows": records})
     plt = pyplot()
     if plt is not None:
-        plot(plt, list(cases), levels, cpu, fpga, args.size, load)
+        plot_level_ratios(plt, list(cases), levels, cpu, fpga, f"reductions of {args.size} x {args.size} float32, "
+                          f"load average {load:.1f}", 1.25, "target 1.25x", "reduce.png", log=True)
     aten_fpga.load(4)
     return 0
-
-
-def plot(plt, names, levels, cpu, fpga, size, load) -> None:
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(names)), 3.6))
-    width = 0.8 / len(levels)
-    for i, level in enumerate(levels):
-        ax.bar([j + i * width for j in range(len(names))], [fpga[name, level] / cpu[name] for name in names],
-               width, label=f"opt={level}")
-    ax.axhline(1.25, color="red", lw=0.8, label="target 1.25x")
-    ax.axhline(1.0, color="grey", lw=0.6)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=60, fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("fpga (emulated) / CPU time")
-    ax.set_title(f"reductions of {size} x {size} float32, load average {load:.1f}", fontsize=9)
-    ax.legend(fontsize=7)
-    save_plot(fig, "reduce.png")
 
 
 if __name__ == "__main__":

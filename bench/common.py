@@ -72,3 +72,23 @@ def save_plot(fig, name: str) -> str:
     fig.savefig(path, dpi=90)
     print(f"wrote {path}")
     return path
+
+
+def plot_level_ratios(plt, names, levels, cpu, fpga, title: str, target: float, target_label: str, name: str,
+                      log: bool = False) -> str:
+    """One bar per case and level: fpga[case, level] / cpu[case], the target as a red line."""
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(names)), 3.6))
+    width = 0.8 / len(levels)
+    for i, level in enumerate(levels):
+        ax.bar([j + i * width for j in range(len(names))], [fpga[case, level] / cpu[case] for case in names],
+               width, label=f"opt={level}")
+    ax.axhline(target, color="red", lw=0.8, label=target_label)
+    if target != 1.0:
+        ax.axhline(1.0, color="grey", lw=0.6)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=60, fontsize=7)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("fpga (emulated) / CPU time")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    return save_plot(fig, name)

@@ -9,6 +9,7 @@
 
 #include "allocator.h"
 #include "runtime.h"
+#include "thread_state.h"
 
 namespace aten_fpga {
 
@@ -74,26 +75,12 @@ c10::SmallVector<CuRange, 8> KernelLaunch::split(int64_t items, int64_t granule,
 
 namespace {
 // Argument lists reused per thread, one set per nesting depth (a driver preparing its operands may
-// launch copy kernels of its own): a launch allocates nothing once they have grown. Reached
-// through a plain thread_local pointer (one TLS lookup; `owner` frees them when the thread ends).
+// launch copy kernels of its own): a launch allocates nothing once they have grown.
 struct ThreadRuns {
   std::deque<std::vector<std::vector<KernelArg>>> by_depth;  // grows without moving the outer ones
   size_t depth = 0;
 };
-thread_local ThreadRuns* tls_runs = nullptr;
-struct RunsOwner {
-  std::unique_ptr<ThreadRuns> runs = std::make_unique<ThreadRuns>();
-  ~RunsOwner() { tls_runs = nullptr; }
-};
-C10_NOINLINE ThreadRuns& new_runs() {
-  thread_local RunsOwner owner;
-  tls_runs = owner.runs.get();
-  return *tls_runs;
-}
-inline ThreadRuns& thread_runs() {
-  ThreadRuns* r = tls_runs;
-  return C10_LIKELY(r != nullptr) ? *r : new_runs();
-}
+inline ThreadRuns& thread_runs() { return ThreadState<ThreadRuns>::get(); }
 
 // This thread's argument lists for a launch at the next depth.
 std::vector<std::vector<KernelArg>>& enter() {

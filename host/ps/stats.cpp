@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "runtime.h"
+#include "thread_state.h"
 
 namespace aten_fpga {
 
@@ -41,23 +42,8 @@ std::unordered_map<std::string, std::unique_ptr<OpStats>>& table() {
   return *t;
 }
 
-// Each thread's account, made on its first use. The thread_local itself is a plain pointer, so
-// that reaching it costs one TLS lookup (a thread_local object with a constructor costs a guard
-// call on every access); `owner` frees the account when the thread ends.
-thread_local ThreadAccount* tls_account = nullptr;
-struct AccountOwner {
-  std::unique_ptr<ThreadAccount> account = std::make_unique<ThreadAccount>();
-  ~AccountOwner() { tls_account = nullptr; }
-};
-C10_NOINLINE ThreadAccount& new_account() {
-  thread_local AccountOwner owner;
-  tls_account = owner.account.get();
-  return *tls_account;
-}
-inline ThreadAccount& account() {
-  ThreadAccount* a = tls_account;
-  return C10_LIKELY(a != nullptr) ? *a : new_account();
-}
+// Each thread's account, made on its first use (one TLS lookup per access).
+inline ThreadAccount& account() { return ThreadState<ThreadAccount>::get(); }
 
 // The launch counter of `kernel` in op `s`.
 std::atomic<int64_t>& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {

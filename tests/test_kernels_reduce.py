@@ -192,6 +192,25 @@ def test_full_reduction_to_0_dim(level):
     run(lambda t: (t > -1).all(), x, stat="all.all_out", exact=True)
 
 
+@pytest.mark.parametrize("n", [1, 37, 1000])
+def test_one_ragged_row_is_read_in_place(level, n):
+    """A whole-tensor reduction of a row that ends mid-word (x.sum() of a few elements) reads the
+    row where it lies: its block holds the rest of the last word, which the kernel ignores. One
+    launch, no padded copy first; the padding lanes hold whatever the block held (the sanitizer's
+    poison), so a kernel that folded them would give NaN."""
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+    dev = x.to("fpga") * 1  # made by a kernel: valid only on the device
+    for fn in (torch.sum, torch.amax, torch.argmax):
+        aten_fpga.reset_stats()
+        got = fn(dev)
+        launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+        assert list(launched.values()) == [1] and "copy_" not in launched, launched
+        if fn is torch.sum:
+            torch.testing.assert_close(got.cpu().double(), x.double().sum(), rtol=2e-6, atol=1e-6)
+        else:
+            assert torch.equal(got.cpu(), fn(x))
+
+
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_special_values(level, dtype):
     nan, inf = math.nan, math.inf

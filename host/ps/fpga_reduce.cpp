@@ -193,8 +193,11 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
     const std::vector<int64_t> strides = by_columns ? cols.strides : concat(r.kept_in, r.reduced_in);
     const std::vector<int64_t> packed = row_major(sizes, by_columns ? cols.c_dims : r.reduced.size(), pitch);
     in = operand_view(iter, 1, sizes, strides);
-    if (strides != packed || pitch != row_len || byte_offset(in) % word != 0) {
-      const int64_t rows = by_columns ? cols.o * cols.r : r.outer;
+    const int64_t rows = by_columns ? cols.o * cols.r : r.outer;
+    // One row needs no padding where its block holds the rest of its last word (x.sum() of a few
+    // elements): the kernel reads that word and ignores the lanes past the row.
+    const bool last_word_in_block = rows == 1 && byte_offset(in) + pitch * in_size <= allocation_of(in)->buffer->bytes;
+    if (strides != packed || (pitch != row_len && !last_word_in_block) || byte_offset(in) % word != 0) {
       at::Tensor t = at::empty({rows * pitch}, in.options());
       t.as_strided(sizes, packed).copy_(in);  // on the device: gather (and pad) the rows
       in = t;

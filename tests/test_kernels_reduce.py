@@ -196,8 +196,8 @@ def test_full_reduction_to_0_dim(level):
 def test_one_ragged_row_is_read_in_place(level, n):
     """A whole-tensor reduction of a row that ends mid-word (x.sum() of a few elements) reads the
     row where it lies: its block holds the rest of the last word, which the kernel ignores. One
-    launch, no padded copy first; the padding lanes hold whatever the block held (the sanitizer's
-    poison), so a kernel that folded them would give NaN."""
+    launch, no padded copy first; the padding lanes hold whatever the block held, which a kernel
+    that folded them would add in."""
     x = torch.randn(n, generator=torch.Generator().manual_seed(n))
     dev = x.to("fpga") * 1  # made by a kernel: valid only on the device
     for fn in (torch.sum, torch.amax, torch.argmax):

@@ -132,7 +132,6 @@ at::Tensor window_kernel(const KernelRef& kernel, const Conv& s, const at::Tenso
 }
 
 const KernelRef kIm2col{"im2col"};
-const KernelRef kCol2im{"col2im"};
 
 // grad_output [N, Cout, OH, OW] as the GEMM's [Cout, N, lpitch] (padding zero): im2col with a 1x1
 // window, which is exactly that permutation.

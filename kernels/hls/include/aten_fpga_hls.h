@@ -70,15 +70,14 @@ constexpr uint64_t dataflow_span() {
 // types go to hls::.
 namespace math {
 
-inline float float_from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
+// A float or double's bits as the unsigned integer of its width, and back: a memcpy, which g++
+// and HLS both turn into a plain reinterpretation.
+template <typename To, typename From>
+inline To bits_as(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a reinterpretation keeps the width");
+  To out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
 }
 
 // c0 + x (c1 + x (c2 + ...)): Horner's rule with fused steps, expanded at compile time.
@@ -90,7 +89,7 @@ inline F horner(F x, F c0, C... rest) {
 }
 
 // 2^n for -126 <= n <= 127, built in the exponent field.
-inline float pow2(int32_t n) { return float_from_bits(uint32_t(n + 127) << 23); }
+inline float pow2(int32_t n) { return bits_as<float>(uint32_t(n + 127) << 23); }
 
 // e^x = 2^n (hi + lo) for |x| <= 104: hi is e^(x - n ln2) rounded (within 0.61 ulp), hi + lo within
 // 2e-10 relative of it.
@@ -104,7 +103,7 @@ inline void exp_parts(float x, int32_t& n, float& hi, float& lo) {
   const float SHIFTER = 12582912.0f;  // 1.5 * 2^23
   const float t = hls::fma(x, 1.44269502f, SHIFTER);
   const float nf = t - SHIFTER;
-  n = int32_t(float_bits(t) - float_bits(SHIFTER));
+  n = int32_t(bits_as<uint32_t>(t) - bits_as<uint32_t>(SHIFTER));
   const float r = hls::fma(-nf, 0.693147182f, x);  // LN2_HI: ln2 rounded to float
   const float r_lo = nf * 1.90465421e-09f;          // n (LN2_HI - ln2)
   const float q = horner(r, 0.5f, 0.16666664f, 0.041666448f, 0.00833388f, 0.0013936597f, 0.00019586027f);
@@ -139,9 +138,9 @@ inline float log(float a) {
   // its exact product f * f = h2 + l2 (fma).
   const bool subnormal = a < 1.17549435e-38f;
   const float s = subnormal ? a * 8388608.0f : a;  // 2^23
-  const uint32_t shifted = float_bits(s) - 0x3f3504f3u;  // 0x3f3504f3: sqrt(1/2)
+  const uint32_t shifted = bits_as<uint32_t>(s) - 0x3f3504f3u;  // 0x3f3504f3: sqrt(1/2)
   const int32_t e_int = int32_t(shifted) >> 23;       // floor(log2(s / sqrt(1/2))) (arithmetic shift)
-  const float m = float_from_bits((shifted & 0x007fffffu) + 0x3f3504f3u);
+  const float m = bits_as<float>((shifted & 0x007fffffu) + 0x3f3504f3u);
   const float e = float(e_int - (subnormal ? 23 : 0));
   const float f = m - 1.0f;
   const float h2 = f * f;
@@ -236,17 +235,6 @@ inline float over_one_plus_exp(float num, float x) {
 
 // --- sin/cos: Payne-Hanek's reduction in double --------------------------------------------------
 
-inline double from_bits(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
-inline uint64_t to_bits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-
 // Adding 1.5 * 2^52 to a double of magnitude < 2^51 rounds it to an integer held in the low bits of
 // the sum (no float-to-integer conversion, which the vector units of g++'s target lack for 64 bits).
 const double SHIFTER = 6755399441055744.0;
@@ -267,15 +255,15 @@ const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0
                                  0xff28b1d5ef5de2b0ULL};
 
 // An integer below 2^52 as a double, through its bits (see SHIFTER).
-inline double small_int(uint64_t v) { return from_bits(v | 0x4330000000000000ULL) - 4503599627370496.0; }
+inline double small_int(uint64_t v) { return bits_as<double>(v | 0x4330000000000000ULL) - 4503599627370496.0; }
 
 // sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x.
 inline double sin_cos_core(float a, uint64_t quadrant_offset) {
 #pragma HLS INLINE
   const double xa = a;
-  const uint64_t biased = (to_bits(xa) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
+  const uint64_t biased = (bits_as<uint64_t>(xa) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
   const uint64_t k = biased > 1023 + 24 ? biased - (1023 + 24) : 0;  // 0 .. 104
-  const double x = xa * from_bits((1023 - k) << 52);                  // x 2^-k, exact
+  const double x = xa * bits_as<double>((1023 - k) << 52);                  // x 2^-k, exact
   // 128 bits of 2/pi from bit k: hi, lo (k < 128, so from words 0-3); `>> 1 >>` keeps a shift of 64 defined.
   const uint64_t s = k & 63;
   const bool second = k >= 64;
@@ -293,7 +281,7 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   const double b = (p1 - (t1 - SHIFTER)) + p2;    // |p1 - round(p1)| <= 1/2
   const double t2 = b + SHIFTER;                  // round(b)
   const double f = ((b - (t2 - SHIFTER)) + p3) + p4;
-  const uint64_t q = to_bits(t1) + to_bits(t2) + quadrant_offset;  // its low two bits: q mod 4
+  const uint64_t q = bits_as<uint64_t>(t1) + bits_as<uint64_t>(t2) + quadrant_offset;  // its low two bits: q mod 4
   const double th = f * 1.5707963267948966;  // |th| <= pi/4 (and a hair)
   const double t = th * th;
   // sin th = th + th t S(t), cos th = 1 + t C(t): one Horner chain on the coefficients of the one

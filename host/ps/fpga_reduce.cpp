@@ -263,12 +263,17 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
     }
   }
 
-  // Partials: one word per result per piece, on the device only.
-  at::Tensor partials = at::empty({pieces > 1 ? pieces * results * AFPGA_REDUCE_PARTIAL_BYTES : 1},
-                                  out.options().dtype(at::kByte));
-  Allocation* part_alloc = allocation_of(partials);
-  const size_t part_offset = byte_offset(partials);
-  if (pieces > 1) prepare_device_write(part_alloc, part_offset, partials.nbytes());
+  // Partials: one word per result per piece, on the device only. Without pieces the kernel leaves
+  // its partials port alone, so it gets the output's buffer and no allocation (a small op's cost).
+  at::Tensor partials;
+  Allocation* part_alloc = out_alloc;
+  size_t part_offset = out_offset;
+  if (pieces > 1) {
+    partials = at::empty({pieces * results * AFPGA_REDUCE_PARTIAL_BYTES}, out.options().dtype(at::kByte));
+    part_alloc = allocation_of(partials);
+    part_offset = byte_offset(partials);
+    prepare_device_write(part_alloc, part_offset, partials.nbytes());
+  }
   const int64_t mode = (by_columns ? AFPGA_REDUCE_COLUMNS : 0) | (pieces > 1 ? AFPGA_REDUCE_PARTIAL : 0);
   for (const Run& u : runs) {
     RunArgs args = launch.add_run();

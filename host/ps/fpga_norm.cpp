@@ -35,8 +35,9 @@ const KernelRef kBackward{"norm_backward"};
 const KernelRef kGradStatsCols{"norm_grad_stats_cols"};
 
 constexpr int64_t kMaxColumns = 16384;  // MAX_COLS of kernels/hls/norm: layer_norm's weight on chip
-// The kernels' flags: which column vectors they read; `grad` is one plane, repeated.
-constexpr uint64_t kGamma = 1, kBeta = 2, kRepeatedGrad = 4;
+// The kernels' flags: which column vectors they read; `grad` is one plane, repeated; (bit 3 is
+// norm_stats' invstd in float) norm_affine reads its per-row shift.
+constexpr uint64_t kGamma = 1, kBeta = 2, kRepeatedGrad = 4, kShift = 16;
 
 bool defined(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
@@ -135,14 +136,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> stats(const Rows& r, double eps, 
 }
 
 // norm_affine: rows of ((x - mean[r]) * scale[r] + shift[r]) * gamma + beta (gamma, beta
-// undefined: absent; shift undefined: 0).
+// undefined: absent; shift undefined: 0). An absent vector's port gets another row vector, unread.
 at::Tensor affine(const Rows& r, const at::Tensor& mean, const at::Tensor& scale, const at::Tensor& shift,
                   const at::Tensor& gamma, const at::Tensor& beta) {
   at::Tensor out = empty_like_rows(r);
-  const uint64_t flags = (gamma.defined() ? kGamma : 0) | (beta.defined() ? kBeta : 0);
+  const uint64_t flags = (shift.defined() ? kShift : 0) | (gamma.defined() ? kGamma : 0) | (beta.defined() ? kBeta : 0);
   run_rows(kAffine, r.data, r,
            {{r.data, Port::Data, false}, {mean, Port::Row, false}, {scale, Port::Row, false},
-            {shift.defined() ? shift : at::zeros_like(mean), Port::Row, false},
+            {shift.defined() ? shift : mean, Port::Row, false},
             {gamma.defined() ? gamma : scale, Port::Column, false}, {beta.defined() ? beta : scale, Port::Column, false},
             {out, Port::Data, true}},
            std::nullopt, flags);

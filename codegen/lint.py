@@ -15,7 +15,8 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
              UNROLLed has `LOOP_TRIPCOUNT`, so the report's latency is a number
   512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>); a port
              whose m_axi pragma line says `// random access: <reason>` (a gather or scatter, whose
-             addresses are data) is exempt
+             addresses are data) or `// element stream: <reason>` (a fused chain whose rows are not
+             whole words) is exempt
 Each problem is reported as `path: rule: what`, and the exit status is 1 when there is any.
 """
 from __future__ import annotations
@@ -47,6 +48,10 @@ def _body(text: str, start: int) -> tuple[int, int]:
         if depth == 0:
             return i, j
     raise ValueError("unbalanced braces")
+
+
+# What an m_axi pragma line says to exempt its port from the 512-bit rule (the reason follows it).
+NARROW_MARKS = ("random access:", "element stream:")
 
 
 def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
@@ -89,7 +94,7 @@ def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
         problems += _label_problems(text)
     if level == 4:
         widths = {a.name: a.width for a in top.args
-                  if a.pointer and "random access:" not in pragmas.get(a.name, {}).get("m_axi", "")}
+                  if a.pointer and not any(m in pragmas.get(a.name, {}).get("m_axi", "") for m in NARROW_MARKS)}
         unknown = [p for p, w in widths.items() if w is None]
         if unknown:
             problems.append(f"512-bit: cannot tell the width of port(s) {', '.join(unknown)}")

@@ -84,8 +84,8 @@ def test_pointwise_chain_is_one_kernel_and_bit_exact():
 
 def test_every_level_runs_the_chain_and_its_reduction(level):
     """The kernel generated at the loaded image's level (1 loop, 2-3 dataflow, 4 words) computes
-    what eager does; at level 4 with a last dim that is no whole number of words too (the host
-    then makes the broadcast inputs dense and runs the reduction unfused)."""
+    what eager does, in one launch and no copy of its broadcast inputs; at level 4 with a last dim
+    that is no whole number of words too (that kernel streams elements: FusedKernel.words)."""
     def f(x, b, w):
         y = chain(x, b, w)
         return y, (y * x).sum(-1)
@@ -100,8 +100,8 @@ def test_every_level_runs_the_chain_and_its_reduction(level):
         got = torch.compile(f, backend="aten_fpga")(dx, db, dw)
         torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)
         torch.testing.assert_close(got[1].cpu(), expected[1].cpu(), rtol=1e-6, atol=1e-6)
-        fused = aten_fpga.report().get("aten_fpga::fused", {}).get("launches", 0)
-        assert fused == (0 if level == 4 and cols % 16 else 1), (level, cols, fused)
+        launches = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+        assert launches == {"aten_fpga::fused": 1}, (level, cols, launches)
 
 
 def test_chain_ending_in_a_row_reduction():

@@ -71,6 +71,10 @@ class FusedKernel:
     steps: tuple[Step, ...]
     outputs: tuple[Port, ...]
     reduction: Reduction | None
+    # Its streams carry 512-bit words at XCL_OPT 4. A chain whose rows are not whole words (a
+    # reduction of rows of 10, a bias of 84) streams elements instead: its own kernel, with no
+    # padded copies of its operands (its data is small: rows shorter than a word, or few of them).
+    words: bool = True
 
     @property
     def ports(self) -> tuple[Port, ...]:
@@ -577,9 +581,10 @@ class Plan:
     shape: tuple  # the chain's full shape, a fused GEMM's [m, n] (symbolic sizes allowed)
 
 
-def plan(group: Group, modes: dict | None = None) -> Plan:
+def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
     """The kernel of `group`. `modes` overrides an input's mode (the runner materializes inputs
-    whose broadcast the kernel cannot read)."""
+    whose broadcast the kernel cannot read); `words` false: a chain's streams carry elements at
+    XCL_OPT 4 (FusedKernel.words)."""
     members = group.members
     dtype = DTYPES[str(group.dtype).replace("torch.", "")]
     gemm = group.gemm
@@ -645,5 +650,5 @@ def plan(group: Group, modes: dict | None = None) -> Plan:
         reduction = Reduction(REDUCTIONS[group.reduction.target], value, "red", Port("red", dtype, "reduced"),
                               reduces_columns(group.reduction), reduces_all(group.reduction))
         out_nodes.append(group.reduction)
-    kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction)
+    kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction, words)
     return Plan(kernel, tuple(in_nodes), tuple(out_nodes), group.shape)

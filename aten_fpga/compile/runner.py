@@ -80,11 +80,11 @@ class FusedGroup(torch.nn.Module):
             # Each output's shape: a view of c (the GEMM's layout); the runner allocates them.
             self.out_shapes = [tuple(n.meta["val"].shape) for n in self.plan.outputs]
 
-    def _variant(self, modes: tuple) -> Plan:
-        if modes not in self._variants:
+    def _variant(self, modes: tuple, words: bool) -> Plan:
+        if (modes, words) not in self._variants:
             placeholders = [n for n in self.unfused.graph.nodes if n.op == "placeholder"]
-            self._variants[modes] = plan(self.group, dict(zip(placeholders, modes)))
-        return self._variants[modes]
+            self._variants[modes, words] = plan(self.group, dict(zip(placeholders, modes)), words)
+        return self._variants[modes, words]
 
     def forward(self, *inputs):
         if isinstance(self.plan.kernel, GemmEpilogue):
@@ -94,23 +94,21 @@ class FusedGroup(torch.nn.Module):
         numel = shape.numel()
         whole = self.group.reduction is not None and reduces_all(self.group.reduction)
         inner = shape[-1] if len(shape) else 1
-        level = image_level() if _C.device_kind() == "emu" else 4
-        lanes = self.plan.kernel.lanes
-        rows_in_words = inner % lanes == 0 or level < 4
         columns = self.group.reduction is not None and reduces_columns(self.group.reduction)
         red_shape = tuple(self.group.reduction.meta["val"].shape) if columns else ()  # one result per column
         columns_fit = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
-        if (numel == 0 or device.type != "fpga" or (self.group.reduction is not None and not rows_in_words)
-                or (columns and not columns_fit)):
+        if numel == 0 or device.type != "fpga" or (columns and not columns_fit):
             return self.unfused(*inputs)
         modes, operands = [], []
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
-            if mode is None or (mode in ("row", "col") and not rows_in_words):
+            if mode is None:
                 t, mode = t.expand(shape), "full"  # made dense on the device below
             modes.append(mode)
             operands.append(_port(t))
-        p = self._variant(tuple(modes))
+        # Rows (reduced, or read by a broadcast input) that are not whole words: the element form.
+        rows_matter = self.group.reduction is not None or any(m in ("row", "col") for m in modes)
+        p = self._variant(tuple(modes), not rows_matter or inner % self.plan.kernel.lanes == 0)
         kernel = p.kernel
         RECORDED[kernel.name] = kernel
         if not available(kernel, device):

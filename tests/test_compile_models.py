@@ -30,11 +30,11 @@ def counted_step(module, x, t):
     return loss, sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values()), fallbacks
 
 
-# Measured with bench/bench_compile.py on the opt=4 image: launches 20 -> 7, 49 -> 17, 168 -> 129;
-# bytes 1.95x, 2.59x, 1.03x (eager reduces columns in place now, so eager itself makes fewer launches
-# than the 22 and 51 it made before). LeNet's step is mostly convolution's layout copies and its own
-# kernels, the same in both. These bounds keep what is there from regressing.
-FEWER = {"mlp": (2.8, 1.9), "scores": (2.85, 2.5), "cnn": (1.29, 1.02)}  # (launches, bytes) eager / compiled >=
+# Measured with bench/bench_compile.py on the opt=4 image: launches 20 -> 7, 48 -> 16, 168 -> 116;
+# bytes 1.999x, 2.59x, 1.03x. LeNet's step is mostly the convolutions' layout copies, the
+# cross-entropy's row operations over 10 classes and their own kernels, the same in both. These
+# bounds keep what is there from regressing (scores: the issue's 3x).
+FEWER = {"mlp": (2.85, 1.99), "scores": (3.0, 2.5), "cnn": (1.4, 1.02)}  # (launches, bytes) eager / compiled >=
 
 
 @pytest.mark.parametrize("name", list(cm.MODELS))

@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from .fuse import partition
 from .runner import FusedGroup, prebuild
@@ -129,6 +130,10 @@ def _compiler(gm: fx.GraphModule, example_inputs):
 
 
 def aten_fpga_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The dynamo backend: AOTAutograd with fused forward and backward graphs."""
+    """The dynamo backend: AOTAutograd with fused forward and backward graphs. The forward saves
+    for the backward what the min-cut partitioner (Inductor's) picks: the fewest bytes, with
+    pointwise values recomputed in the backward where that is cheaper -- the MLP's loss saves one
+    tensor, the scaled difference, instead of the output and the target."""
     return aot_autograd(fw_compiler=_compiler, bw_compiler=_compiler, decompositions=decompositions(),
+                        partition_fn=min_cut_rematerialization_partition,
                         **kwargs)(gm, example_inputs)

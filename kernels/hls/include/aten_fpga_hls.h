@@ -80,6 +80,15 @@ inline To bits_as(From v) {
   return out;
 }
 
+// c ? a : b as a blend of the two's bits. Where one side is costly (a polynomial, exp_parts), g++
+// turns a ?: into a branch that computes it only when it is taken, and a loop over lanes with a
+// branch in it does not vectorize; the blend computes both, as the hardware does anyway (a
+// multiplexer, in HLS as with ?:).
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - uint32_t(c);
+  return bits_as<float>((bits_as<uint32_t>(a) & m) | (bits_as<uint32_t>(b) & ~m));
+}
+
 // c0 + x (c1 + x (c2 + ...)): Horner's rule with fused steps, expanded at compile time.
 template <typename F>
 inline F horner(F, F c) { return c; }
@@ -119,13 +128,13 @@ inline T exp(T a) { return hls::exp(a); }
 inline float exp(float a) {
   // Beyond [-104, 89] e^x rounds to 0 or overflows; 2^n in two factors covers n in [-150, 128], the
   // second multiply rounding a subnormal result once.
-  const float x = a < -104.0f ? -104.0f : a > 89.0f ? 89.0f : a;
+  const float x = select(a < -104.0f, -104.0f, select(a > 89.0f, 89.0f, a));
   int32_t n;
   float hi, lo;
   exp_parts(x, n, hi, lo);
   const int32_t n1 = n / 2;
   const float r = (hi * pow2(n1)) * pow2(n - n1);
-  return a != a ? a : r;  // NaN
+  return select(a != a, a, r);  // NaN
 }
 
 template <typename T>
@@ -137,11 +146,11 @@ inline float log(float a) {
   // exactly into a head and a tail: e LN2_HI (ln2's leading 16 bits: exact) + (f - h), h = f^2 / 2 from
   // its exact product f * f = h2 + l2 (fma).
   const bool subnormal = a < 1.17549435e-38f;
-  const float s = subnormal ? a * 8388608.0f : a;  // 2^23
+  const float s = select(subnormal, a * 8388608.0f, a);  // 2^23
   const uint32_t shifted = bits_as<uint32_t>(s) - 0x3f3504f3u;  // 0x3f3504f3: sqrt(1/2)
   const int32_t e_int = int32_t(shifted) >> 23;       // floor(log2(s / sqrt(1/2))) (arithmetic shift)
   const float m = bits_as<float>((shifted & 0x007fffffu) + 0x3f3504f3u);
-  const float e = float(e_int - (subnormal ? 23 : 0));
+  const float e = float(e_int - 23 * int32_t(subnormal));
   const float f = m - 1.0f;
   const float h2 = f * f;
   const float l2 = hls::fma(f, f, -h2);
@@ -156,10 +165,8 @@ inline float log(float a) {
   const float tail = hls::fma(e, 1.42860677e-06f, hls::fma(h2 * f, p, -0.5f * l2)) + (head_err + d_err);
   const float r = head + tail;  // ln2 - LN2_HI = 1.42860677e-06
   const float inf = std::numeric_limits<float>::infinity();
-  return a > 0.0f && a < inf ? r
-         : a == 0.0f         ? -inf
-         : a < 0.0f          ? std::numeric_limits<float>::quiet_NaN()
-                             : a;  // inf, NaN
+  const float special = select(a == 0.0f, -inf, select(a < 0.0f, std::numeric_limits<float>::quiet_NaN(), a));  // inf, NaN
+  return select((a > 0.0f) & (a < inf), r, special);  // &: no short circuit (a branch)
 }
 
 template <typename T>
@@ -175,7 +182,7 @@ inline float tanh(float a) {
   // exactly. |x| > 10 (tanh rounds to 1 from 9.01) computes at 10.
   int32_t n;
   float hi, lo;
-  exp_parts(2.0f * (ax > 10.0f ? 10.0f : ax), n, hi, lo);
+  exp_parts(2.0f * select(ax > 10.0f, 10.0f, ax), n, hi, lo);
   const float scale = pow2(n);
   const float eh = hi * scale;
   const float d = eh + 1.0f;                              // eh >= 1
@@ -184,8 +191,8 @@ inline float tanh(float a) {
   const float c = (hls::fma(-y0, d, 2.0f) - y0 * d_lo) * (0.5f * y0);  // (2 - y0 (d + d_lo)) / d
   const float one_minus = 1.0f - y0;                                     // y0 <= 1
   const float large = one_minus + (((1.0f - one_minus) - y0) - c);
-  const float r = hls::copysign(ax < 0.55f ? small : large, a);
-  return a != a ? a : r;
+  const float r = hls::copysign(select(ax < 0.55f, small, large), a);
+  return select(a != a, a, r);
 }
 
 // erf to within 1e-7 absolute: below 1, x P(x^2) with P a degree 5 polynomial fitted there (6e-8
@@ -198,7 +205,7 @@ inline float erf_for_gelu(float a) {
   const float ax = hls::fabs(a);
   const float small = ax * horner(ax * ax, 1.1283791f, -0.37612298f, 0.11280024f, -0.02670748f, 0.004913272f,
                                   -0.0005613787f);
-  const float c = ax > 4.0f ? 4.0f : ax;
+  const float c = select(ax > 4.0f, 4.0f, ax);
   const float p = horner(hls::fma(c, 0.5f, -1.0f), 0.25539643f, -0.21356264f, 0.16732398f, -0.124556765f,
                          0.08157317f, -0.06326923f, 0.06578293f, 0.045863908f, 0.039645612f, -0.09997796f,
                          -0.11908345f, -0.053858604f);
@@ -206,7 +213,7 @@ inline float erf_for_gelu(float a) {
   float hi, lo;
   exp_parts(-(c * c), n, hi, lo);  // n >= -24
   const float large = hls::fma(-hi * pow2(n), p, 1.0f);
-  return hls::copysign(ax < 1.0f ? small : large, a);
+  return hls::copysign(select(ax < 1.0f, small, large), a);
 }
 
 // num / (1 + e^x), to within 0.8 ulp (sigmoid: num = 1, x = -a; silu: num = a): E = e^x = Eh + El
@@ -215,7 +222,7 @@ inline float erf_for_gelu(float a) {
 // rounds E, 1 + E and the quotient (about 2.4 ulp from the true value, docs/kernels.md); as there,
 // E = inf (x > 88.72) gives num / inf, num = +-inf gives +-inf / (1 + E) and num = -0 gives -0.
 inline float over_one_plus_exp(float num, float x) {
-  const float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  const float c = select(x < -104.0f, -104.0f, select(x > 89.0f, 89.0f, x));
   int32_t n;
   float hi, lo;
   exp_parts(c, n, hi, lo);
@@ -223,14 +230,14 @@ inline float over_one_plus_exp(float num, float x) {
   const float scale1 = pow2(n1), scale2 = pow2(n - n1);
   const float eh = (hi * scale1) * scale2;
   const float d = 1.0f + eh;
-  const float big = eh > 1.0f ? eh : 1.0f, small = eh > 1.0f ? 1.0f : eh;  // Fast2Sum's order
+  const float big = select(eh > 1.0f, eh, 1.0f), small = select(eh > 1.0f, 1.0f, eh);  // Fast2Sum's order
   const float d_lo = ((big - d) + small) + (lo * scale1) * scale2;
   const float y0 = 1.0f / d;
   const float r0 = num * y0;
   const float r = r0 + (hls::fma(-r0, d, num) - r0 * d_lo) * y0;  // (num - r0 (d + d_lo)) / d
   // r0 = +-0, +-inf or NaN, or E = inf: r0 itself (the correction would lose -0's sign or be NaN).
   const float inf = std::numeric_limits<float>::infinity();
-  return eh < inf && r0 != 0.0f && hls::fabs(r0) < inf ? r : r0;
+  return select((eh < inf) & (r0 != 0.0f) & (hls::fabs(r0) < inf), r, r0);  // &: no branch
 }
 
 // --- sin/cos: Payne-Hanek's reduction in double --------------------------------------------------

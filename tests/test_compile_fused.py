@@ -481,6 +481,38 @@ def test_producer_chain_joins_the_gemm_it_feeds():
         torch.testing.assert_close(a.cpu(), c, rtol=1e-4, atol=1e-3)
 
 
+def test_gemm_operand_prologue_and_row_sums(level):
+    """A loss gradient scaled by the backward's seed (g = d * s, s a 0-dim tensor) that only the
+    products of the weight and input gradients read, as their a operand, and whose column sum is
+    the bias gradient: each product computes g in its read stage (a prologue) and the one that
+    reads g transposed also its rows' sums (cuBLASLt's BGRADA): two launches and no kernel for g,
+    at every level. The products equal eager's bit for bit (g's element function, then the same
+    GEMM); the sum within float32 rounding. k (300) and m (144) span several tiles and end mid-tile;
+    the rows are whole words, so that the GEMM driver copies nothing at XCL_OPT 4."""
+    def f(d, s, h, w):
+        g = d * s
+        return torch.mm(g.t(), h), torch.mm(g, w), g.sum(0, keepdim=True)
+
+    gen = torch.Generator().manual_seed(15)
+    cpu = [torch.randn(300, 144, generator=gen), torch.tensor(0.75), torch.randn(300, 80, generator=gen),
+           torch.randn(144, 64, generator=gen)]
+    dev = [on_device(v) for v in cpu]
+    expected, eager_launches, eager_bytes = counted(f, *dev)
+    got, launched = compiled_run(f, *dev)
+    assert launched == {"aten_fpga::fused": 2} and eager_launches >= 4, (level, launched, eager_launches)
+    kernels = [runner.RECORDED[n] for n in aten_fpga.report()["aten_fpga::fused"]["kernels"]]
+    assert all(isinstance(k, GemmEpilogue) and len(k.a_steps) == 1 for k in kernels), kernels
+    assert sorted(k.a_rows is not None for k in kernels) == [False, True], kernels
+    for kernel in kernels:
+        for lv in (1, 2, 3, 4):
+            assert codegen.lint(kernel, lv) == [], (kernel.name, lv)
+    for a, e in zip(got[:2], expected[:2]):
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0)
+    assert got[2].shape == expected[2].shape
+    torch.testing.assert_close(got[2].cpu(), expected[2].cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[2].cpu(), f(*cpu)[2], rtol=1e-5, atol=1e-5)
+
+
 def test_dense_transpose_of_a_product_is_the_transposed_product():
     """`bmm(a, b).transpose(1, 2).contiguous()` (autograd's gradient of a transposed operand) runs
     as bmm(b^T, a^T): no copy kernel, and bit-identical to eager's product and copy."""

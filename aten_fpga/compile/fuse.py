@@ -106,10 +106,23 @@ class GemmEpilogue:
     # Sums or means of values over every row (one per column: a bias gradient) or over every
     # element (a loss), accumulated tile by tile in the write stage; their ports follow the outputs.
     reductions: tuple[Reduction, ...] = ()
+    # The a operand's prologue (operand_prologues): steps that make each element of a from the
+    # stored one, `x_a`, and scalar input ports (a loss gradient's scale), in the read stage; and
+    # `a_rows`, a port for the sum over k of each row of op(a) (a bias gradient, cuBLASLt's BGRADA:
+    # of an a read transposed), one per row of c, the last port.
+    a_steps: tuple[Step, ...] = ()
+    a_value: str = "x_a"
+    a_rows: Port | None = None
 
     @property
     def ports(self) -> tuple[Port, ...]:
-        return self.inputs + self.outputs + tuple(r.port for r in self.reductions)
+        return self.inputs + self.outputs + tuple(r.port for r in self.reductions) + ((self.a_rows,) if self.a_rows else ())
+
+    @property
+    def a_ports(self) -> tuple[Port, ...]:
+        """The scalar input ports the prologue reads."""
+        used = {a for s in self.a_steps for a in s.args}
+        return tuple(p for p in self.inputs if f"x_{p.name}" in used)
 
     @functools.cached_property
     def name(self) -> str:
@@ -377,10 +390,18 @@ class Group:
     reduction: fx.Node | None = None
     gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
     reductions: list = field(default_factory=list)  # a fused GEMM's sums and means of its chain's values
+    # A fused GEMM's a operand made in its read stage (operand_prologues): the pointwise nodes and
+    # views from `a_source` to the GEMM's a, in graph order; `a_operand`, a view of a_source laid
+    # out as a (the kernel's a port); `a_rows`, a sum over op(a)'s rows.
+    prologue: list = field(default_factory=list)
+    a_source: fx.Node | None = None
+    a_operand: fx.Node | None = None
+    a_rows: fx.Node | None = None
 
     @property
     def members(self) -> set:
-        return set(self.nodes) | set(self.reductions) | ({self.reduction} if self.reduction is not None else set())
+        return (set(self.nodes) | set(self.reductions) | set(self.prologue)
+                | {n for n in (self.reduction, self.a_rows) if n is not None})
 
 
 def _joins_gemm(node: fx.Node, g: Group) -> bool:
@@ -494,6 +515,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         own = id(group_of[node]) if node in group_of else None
         after[node] = {d for d in deps if d != own} if own is not None else deps
     groups = _absorb_producers(gm, groups)
+    groups = operand_prologues(gm, groups)
     return [g for g in groups if _gains(g)]
 
 
@@ -528,6 +550,121 @@ def _absorbable(h: Group, g: Group, position: dict) -> bool:
     return _epilogue_ports(g.nodes + h.nodes, g.reductions) <= MAX_EPILOGUE_PORTS
 
 
+# The views a prologue's value may reach a GEMM's a operand through.
+_A_VIEWS = (*VIEWS, aten.t.default, aten.transpose.int)
+
+
+def operand_prologues(gm: fx.GraphModule, groups: list) -> list:
+    """A pointwise group of one full input (and scalars) whose only value is used as the a operand
+    of 2-D GEMMs (through views) -- a loss gradient scaled by the backward's seed -- is computed in
+    those GEMMs' read stages instead: each GEMM gets its own copy of the chain (a prologue), the
+    group's launch and its output's write and reads go. Its column sum, when it has one, is the
+    sum over k of the rows of an a that reads it transposed (a weight gradient's a): that GEMM
+    computes it in its read stage too (`a_rows`)."""
+    by_gemm = {g.gemm: g for g in groups if g.gemm is not None}
+    kept = []
+    for h in groups:
+        taken = _prologue_of(gm, h, by_gemm)
+        if taken is None:
+            kept.append(h)
+            continue
+        for g in taken:
+            if g.gemm not in by_gemm:  # a bare product, a group of its own now
+                by_gemm[g.gemm] = g
+                kept.append(g)
+    return kept
+
+
+def _a_uses(value: fx.Node, reduction) -> list | None:
+    """(product, views from `value` to its a operand) for every use of `value` through views, or
+    None when one is anything else (but `reduction`, of the value or of a view of it)."""
+    uses, stack = [], [(value, [])]
+    while stack:
+        node, path = stack.pop()
+        for u in node.users:
+            if u is reduction:
+                continue
+            if u.op == "call_function" and u.target in _A_VIEWS and u.args[0] is node:
+                stack.append((u, path + [u]))
+            elif (u.op == "call_function" and u.target in (aten.mm.default, aten.addmm.default) and gemm_ok(u)
+                  and [x for x in u.all_input_nodes if x is node] == [bind(u)[GEMMS[u.target][0]]]):
+                uses.append((u, path))
+            else:
+                return None
+    return uses
+
+
+def _transposes(path: list) -> int:
+    return sum(n.target in (aten.t.default, aten.transpose.int) for n in path)
+
+
+def _prologue_of(gm: fx.GraphModule, h: Group, by_gemm: dict) -> list | None:
+    """The GEMM groups that take `h` as their a operand's prologue (the graph rewired so that each
+    has its own copy), or None when `h` does not qualify."""
+    if h.gemm is not None or h.dtype != torch.float32 or not h.nodes:
+        return None
+    members = set(h.nodes)
+    inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
+    full = [a for a in inputs if input_mode(tuple(_meta(a).shape), h.shape) != "scalar"]
+    outs = [n for n in h.nodes if any(u not in members for u in n.users)]
+    if len(full) != 1 or len(outs) != 1 or _meta(full[0]).dtype != h.dtype:
+        return None
+    (src,), (value,) = full, outs
+    red = h.reduction
+    if red is not None and not (red.target is aten.sum.dim_IntList and reduces_columns(red)
+                                and _meta(bind(red)["self"]).dim() == 2):
+        return None
+    uses = _a_uses(value, red)
+    if not uses:
+        return None
+    for gemm, _ in uses:
+        g = by_gemm.get(gemm)
+        if g is not None and (g.prologue or _epilogue_ports(g.nodes, g.reductions) + len(inputs) > MAX_EPILOGUE_PORTS):
+            return None
+    if red is not None:
+        # Its column sum goes with a product that reads the value's 2-D view transposed: op(a)'s
+        # rows are that view's columns. That product keeps the original chain (first).
+        first = next((k for k, (gemm, path) in enumerate(uses)
+                      if _transposes(path) == 1 and bind(red)["self"] in [value, *path]
+                      and _meta(bind(gemm)[GEMMS[gemm.target][0]]).dim() == 2), None)
+        if first is None:
+            return None
+        uses.insert(0, uses.pop(first))
+    taken = []
+    for k, (gemm, path) in enumerate(uses):
+        chain = h.nodes
+        if k > 0:  # a copy of the chain and of its views for this product
+            env = {}
+            with gm.graph.inserting_before(gemm):
+                for n in [*h.nodes, *path]:
+                    env[n] = gm.graph.node_copy(n, lambda x: env.get(x, x))
+            old = path[-1] if path else value
+            gemm.replace_input_with(old, env[old])
+            _erase_dead(gm, old)
+            chain, path = [env[n] for n in h.nodes], [env[n] for n in path]
+        with gm.graph.inserting_before(gemm):  # the kernel's a: the source laid out as a
+            operand = src
+            for n in path:
+                operand = gm.graph.call_function(n.target, (operand, *n.args[1:]), dict(n.kwargs))
+                operand.meta["val"] = n.meta["val"]  # the same shape and strides: an elementwise chain's
+        g = by_gemm.get(gemm) or Group([gemm], tuple(_meta(gemm).shape), _meta(gemm).dtype, gemm=gemm)
+        g.prologue = [*chain, *path]
+        g.a_source, g.a_operand = src, operand
+        if k == 0 and red is not None:
+            g.a_rows = red
+            g.prologue += [n for n in [bind(red)["self"]] if n not in g.prologue and n is not value]
+        taken.append(g)
+    return taken
+
+
+def _erase_dead(gm: fx.GraphModule, node: fx.Node) -> None:
+    """Erases `node` and the views below it that nothing uses any more (a product's old a path)."""
+    while node.op == "call_function" and node.target in _A_VIEWS and not node.users:
+        below = node.args[0]
+        gm.graph.erase_node(node)
+        node = below
+
+
 def _viewed_member(node: fx.Node):
     """(the view, the node it views) when `node` is a reduction whose input is a view, else None."""
     if node.op != "call_function" or node.target not in REDUCTIONS:
@@ -554,7 +691,8 @@ def _gains(g: Group) -> bool:
     or a column reduction (unfused, the reduce driver may copy first: column_sum_ok)."""
     if g.gemm is not None:
         ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
-        return len(ops) >= 2 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0)
+        return (len(ops) >= 2 or bool(g.prologue)
+                or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0))
     return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
 
@@ -593,8 +731,8 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
     values: dict = {}
     steps: list[Step] = []
 
-    def operand(a, shape) -> str:
-        """The C++ name of operand `a` of a value of `shape`."""
+    def operand(a, shape, ns="f", i=None) -> str:
+        """The C++ name of operand `a` of a value of `shape` (a number: in step i of namespace ns)."""
         if isinstance(a, fx.Node):
             if a in values:
                 return values[a]
@@ -603,32 +741,45 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
                 in_nodes.append(a)
                 ports_in.append(Port(f"in{len(ports_in)}", DTYPES[str(_meta(a).dtype).replace("torch.", "")], m))
             return f"x_{ports_in[in_nodes.index(a)].name}"
-        i = len(steps)
-        return f"f{i}::M(f{i}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
+        i = len(steps) if i is None else i
+        return f"{ns}{i}::M({ns}{i}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
+
+    def step(n, ns: str, into: list, name: str) -> None:
+        """Node n's step, appended to `into`; its value is called name + its index."""
+        args = bind(n)
+        spec = POINTWISE[n.target]
+        op = library_op(spec.op_for(args))
+        fns = dict(spec.scalars)
+        i = len(into)
+        shape = tuple(_meta(n).shape)
+        scalars = tuple(f"{ns}{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
+        step_args = tuple(operand(args[o], shape, ns, i) for o in spec.operands)
+        into.append(Step(f"{name}{i}", op, dtype, step_args, scalars))
+        values[n] = f"{name}{i}"
 
     beta_port = ""
+    a_steps: list[Step] = []
     if gemm is not None:
         args = bind(gemm)
         gemm_ab = tuple(args[o] for o in GEMMS[gemm.target])
+        if group.prologue:  # a is the source laid out as a, made into a's values in the read stage
+            gemm_ab = (group.a_operand, *gemm_ab[1:])
+            values[group.a_source] = "x_a"
+            for n in group.prologue:
+                if n.target in _A_VIEWS:
+                    values[n] = values[n.args[0]]
+                else:
+                    step(n, "g", a_steps, "a")
         values[gemm] = "gemm"
         if gemm.target is aten.addmm.default and args.get("beta", 1) != 0:
             beta_port = operand(args["self"], group.shape)[len("x_"):]
     for n in group.nodes:
         if n is gemm:
             continue
-        args = bind(n)
         if n.target in VIEWS:
-            values[n] = values[args["self"]]
+            values[n] = values[bind(n)["self"]]
             continue
-        spec = POINTWISE[n.target]
-        op = library_op(spec.op_for(args))
-        fns = dict(spec.scalars)
-        i = len(steps)
-        shape = tuple(_meta(n).shape)
-        scalars = tuple(f"f{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-        step_args = tuple(operand(args[o], shape) for o in spec.operands)
-        steps.append(Step(f"v{i}", op, dtype, step_args, scalars))
-        values[n] = f"v{i}"
+        step(n, "f", steps, "v")
     out_nodes = [n for n in group.nodes if any(u not in members for u in n.users)]
     if gemm is not None:
         # c is always written: when only the reductions leave the group, it holds the product.
@@ -638,10 +789,16 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
             mode = "per_row" if r.target is aten.amax.default else "whole" if reduces_all(r) else "columns"
             reductions.append(Reduction(GEMM_REDUCTIONS[r.target], values[reduced_member(r, group)], f"red{k}",
                                         Port(f"red{k}", dtype, mode), mode == "columns", mode == "whole"))
+        a_value = values[bind(gemm)[GEMMS[gemm.target][0]]] if group.prologue else "x_a"
+        a_rows = Port("arows", dtype, "a_rows") if group.a_rows is not None else None
         kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
                               tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)),
-                              tuple(reductions))
-        return Plan(kernel, gemm_ab + tuple(in_nodes), tuple(out_nodes + group.reductions), group.shape)
+                              tuple(reductions), tuple(a_steps), a_value, a_rows)
+        # The prologue's source last: no port of the kernel's, the unfused path's input.
+        fallback = (group.a_source,) if group.prologue else ()
+        a_out = [group.a_rows] if group.a_rows is not None else []
+        return Plan(kernel, gemm_ab + tuple(in_nodes) + fallback, tuple(out_nodes + group.reductions + a_out),
+                    group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
     if group.reduction is not None:

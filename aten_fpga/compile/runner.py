@@ -68,9 +68,10 @@ class FusedGroup(torch.nn.Module):
         self.unfused, copy = _subgraph(gm, self.plan)
         # The group again over the subgraph's copies of its nodes, which outlive gm's (erased once
         # the call replaces them): the kernels of other input modes are planned from it.
-        self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype,
-                           copy[group.reduction] if group.reduction is not None else None,
-                           copy[group.gemm] if group.gemm is not None else None, [copy[r] for r in group.reductions])
+        maybe = lambda n: copy[n] if n is not None else None  # noqa: E731
+        self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype, maybe(group.reduction),
+                           maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
+                           maybe(group.a_source), maybe(group.a_operand), maybe(group.a_rows))
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -124,23 +125,28 @@ class FusedGroup(torch.nn.Module):
         _C.fused_run(kernel.name, operands, outs, [numel, inner])
         return tuple(outs)
 
-    def _gemm(self, a, b, *operands):
+    def _gemm(self, a, b, *inputs):
         """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can
-        address every port (else the unfused nodes: the table's GEMM, then the chain)."""
+        address every port (else the unfused nodes: the table's GEMM, then the chain). With a
+        prologue, `a` is its source laid out as a, and the source itself comes last (the unfused
+        path's)."""
         kernel = self.plan.kernel
+        operands = inputs[:len(kernel.inputs)]
         rank = 3 if self.group.gemm.target is torch.ops.aten.bmm.default else 2
         batch = a.shape[0] if rank == 3 else 1
         m, n = (batch * a.shape[-2], b.shape[-1]) if a.dim() == rank and b.dim() == rank else (0, 0)  # c's rows
         level = image_level() if _C.device_kind() == "emu" else 4
         expected = {"full": m * n, "row": n, "col": m, "scalar": 1}
         static = all(isinstance(d, int) for s in self.out_shapes for d in s)
-        if (m * n == 0 or a.device.type != "fpga" or not static
+        # The rows' sums of op(a) are taken as a streams in transposed (its rows are stored columns).
+        a_rows_ok = kernel.a_rows is None or (a.dim() == 2 and a.stride(0) == 1 and a.stride(1) >= a.shape[0])
+        if (m * n == 0 or a.device.type != "fpga" or not static or not a_rows_ok
                 or any(t.numel() != expected[p.mode] for t, p in zip(operands, kernel.inputs))
                 or math.prod(self.out_shapes[0]) != m * n):
-            return self.unfused(a, b, *operands)
+            return self.unfused(a, b, *inputs)
         RECORDED[kernel.name] = kernel
         if not available(kernel, a.device):
-            return self.unfused(a, b, *operands)
+            return self.unfused(a, b, *inputs)
         # At level 4 the write stage stores whole words: rows of c and of the ports laid out as c
         # are padded to whole words (`pitch`) when n is not, and the outputs are views of them.
         lanes = kernel.lanes if level == 4 else 1
@@ -148,7 +154,7 @@ class FusedGroup(torch.nn.Module):
         ports = [_gemm_port(t, p.mode, m, n, pitch) for t, p in zip(operands, kernel.inputs)]
         outs = []
         for k, shape in enumerate(self.out_shapes):
-            mode = kernel.reductions[k - 1 - len(kernel.outputs)].port.mode if k > len(kernel.outputs) else "out"
+            mode = [p.mode for p in kernel.ports[len(kernel.inputs):]][k - 1] if k > 0 else "out"
             if mode in ("out", "columns"):
                 base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=self.group.dtype, device=a.device)
                 outs.append(base[..., :n].view(shape))
@@ -157,7 +163,7 @@ class FusedGroup(torch.nn.Module):
         # Bands of rows on several compute units when each port's band is its own rows: one batch
         # item, and no sum over rows (its running sums would race); a row maximum is per row.
         bands = batch == 1 and all(r.port.mode == "per_row" for r in kernel.reductions)
-        row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1}
+        row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1, "a_rows": 1}
         modes = [p.mode for p in kernel.ports]
         strides = [row_elements.get(mode, 0) for mode in modes] if bands else []
         _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, ports, outs, strides)

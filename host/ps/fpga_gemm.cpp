@@ -40,7 +40,8 @@ bool addressable(const at::Tensor& t, bool transposed, int64_t ld, int64_t lanes
   if (lanes == 1) return true;
   const int64_t lines = transposed ? t.size(2) : t.size(1), length = transposed ? t.size(1) : t.size(2);
   const int64_t last = t.storage_offset() + (t.size(0) - 1) * t.stride(0) + (lines - 1) * ld + round_up(length, lanes);
-  return ld % lanes == 0 && t.stride(0) % lanes == 0 && t.storage_offset() % lanes == 0 &&
+  // One batch item's stride is never used (a 2-D operand's, made 3-D, is whatever unsqueeze gave).
+  return ld % lanes == 0 && (t.size(0) == 1 || t.stride(0) % lanes == 0) && t.storage_offset() % lanes == 0 &&
          last * t.element_size() <= static_cast<int64_t>(t.storage().nbytes());
 }
 

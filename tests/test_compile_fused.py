@@ -513,6 +513,36 @@ def test_gemm_operand_prologue_and_row_sums(level):
     torch.testing.assert_close(got[2].cpu(), f(*cpu)[2], rtol=1e-5, atol=1e-5)
 
 
+def test_column_sum_moves_to_the_product_that_reads_it_transposed(level):
+    """A fused GEMM's column sum of its output (a hidden layer's bias gradient) that a later product
+    reads transposed as its a (that layer's weight gradient) is summed in that product's read stage:
+    the first GEMM keeps no sum over its rows (so it runs in bands over the CUs). n = 120 is no whole
+    number of words: the first GEMM's output rows are padded, and the second reads them in place,
+    transposed (before the fix of the driver's batch-stride check it packed a copy and summed
+    nothing)."""
+    def f(g, w, keep, x):
+        y = torch.ops.aten.threshold_backward(torch.mm(g, w.t()), keep, 0)
+        return torch.mm(y.t(), x), y.sum(0, keepdim=True)
+
+    gen = torch.Generator().manual_seed(16)
+    for m in (8, 200):
+        torch._dynamo.reset()
+        # keep laid out as the first GEMM's ports are (at level 4 rows of whole words): no driver copies
+        pitch = 128 if level == 4 else 120
+        keep = torch.randn(m, pitch, generator=gen)
+        cpu = [torch.randn(m, 80, generator=gen), torch.randn(120, 80, generator=gen), keep[:, :120],
+               torch.randn(m, 256, generator=gen)]
+        dev = [on_device(cpu[0]), on_device(cpu[1]), on_device(keep)[:, :120], on_device(cpu[3])]
+        expected = f(*dev)
+        got, launched = compiled_run(f, *dev)
+        assert launched == {"aten_fpga::fused": 2}, (level, m, launched)
+        kernels = [runner.RECORDED[n] for n in aten_fpga.report()["aten_fpga::fused"]["kernels"]]
+        assert sorted((len(k.reductions), k.a_rows is not None) for k in kernels) == [(0, False), (0, True)], kernels
+        torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(got[1].cpu(), expected[1].cpu(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(got[1].cpu(), f(*cpu)[1], rtol=1e-4, atol=1e-4)
+
+
 def test_dense_transpose_of_a_product_is_the_transposed_product():
     """`bmm(a, b).transpose(1, 2).contiguous()` (autograd's gradient of a transposed operand) runs
     as bmm(b^T, a^T): no copy kernel, and bit-identical to eager's product and copy."""

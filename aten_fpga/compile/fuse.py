@@ -391,10 +391,10 @@ class Group:
     gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
     reductions: list = field(default_factory=list)  # a fused GEMM's sums and means of its chain's values
     # A fused GEMM's a operand made in its read stage (operand_prologues): the pointwise nodes and
-    # views from `a_source` to the GEMM's a, in graph order; `a_operand`, a view of a_source laid
-    # out as a (the kernel's a port); `a_rows`, a sum over op(a)'s rows.
+    # views from the chain's source to the GEMM's a, in graph order; `a_operand`, a view of the
+    # source laid out as a (the kernel's a port); `a_rows`, a column sum taken as the sums over k of
+    # op(a)'s rows (a prologue's, or a value's that a produced: _sums_to_readers).
     prologue: list = field(default_factory=list)
-    a_source: fx.Node | None = None
     a_operand: fx.Node | None = None
     a_rows: fx.Node | None = None
 
@@ -516,6 +516,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         after[node] = {d for d in deps if d != own} if own is not None else deps
     groups = _absorb_producers(gm, groups)
     groups = operand_prologues(gm, groups)
+    groups = _sums_to_readers(groups)
     return [g for g in groups if _gains(g)]
 
 
@@ -649,12 +650,50 @@ def _prologue_of(gm: fx.GraphModule, h: Group, by_gemm: dict) -> list | None:
                 operand.meta["val"] = n.meta["val"]  # the same shape and strides: an elementwise chain's
         g = by_gemm.get(gemm) or Group([gemm], tuple(_meta(gemm).shape), _meta(gemm).dtype, gemm=gemm)
         g.prologue = [*chain, *path]
-        g.a_source, g.a_operand = src, operand
+        g.a_operand = operand
         if k == 0 and red is not None:
             g.a_rows = red
             g.prologue += [n for n in [bind(red)["self"]] if n not in g.prologue and n is not value]
         taken.append(g)
     return taken
+
+
+def _sums_to_readers(groups: list) -> list:
+    """A fused GEMM's column sum of a value that a later 2-D product reads transposed as its a
+    operand (the hidden bias gradient of gelu_backward's output, which the first layer's weight
+    gradient reads as g^T) is taken by that product's read stage instead (`a_rows`): the same
+    sum, and the GEMM that made the value no longer sums over its rows, so it runs in bands over
+    the compute units."""
+    by_gemm = {g.gemm: g for g in groups if g.gemm is not None}
+    added = []
+    for g in [g for g in groups if g.gemm is not None]:
+        for r in list(g.reductions):
+            reader = _transposed_reader(r) if r.target is aten.sum.dim_IntList and reduces_columns(r) else None
+            if reader is None:
+                continue
+            h = by_gemm.get(reader)
+            if h is None:
+                h = by_gemm[reader] = Group([reader], tuple(_meta(reader).shape), _meta(reader).dtype, gemm=reader)
+                added.append(h)
+            if h.a_rows is not None or h is g:
+                continue
+            g.reductions.remove(r)
+            h.a_rows = r
+    return groups + added
+
+
+def _transposed_reader(r: fx.Node) -> fx.Node | None:
+    """The 2-D product whose a operand is the transpose of the 2-D value column sum `r` reduces."""
+    src = bind(r)["self"]
+    if _meta(src) is None or _meta(src).dim() != 2:
+        return None
+    for t in src.users:
+        if t.op == "call_function" and t.target in (aten.t.default, aten.transpose.int) and len(t.users) == 1:
+            (p,) = t.users
+            if (p.op == "call_function" and p.target in (aten.mm.default, aten.addmm.default) and gemm_ok(p)
+                    and bind(p)[GEMMS[p.target][0]] is t and bind(p)[GEMMS[p.target][1]] is not t):
+                return p
+    return None
 
 
 def _erase_dead(gm: fx.GraphModule, node: fx.Node) -> None:
@@ -691,7 +730,7 @@ def _gains(g: Group) -> bool:
     or a column reduction (unfused, the reduce driver may copy first: column_sum_ok)."""
     if g.gemm is not None:
         ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
-        return (len(ops) >= 2 or bool(g.prologue)
+        return (len(ops) >= 2 or bool(g.prologue) or g.a_rows is not None
                 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0))
     return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
 
@@ -759,12 +798,19 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
 
     beta_port = ""
     a_steps: list[Step] = []
+    # Inputs only the unfused path reads: a prologue's source, a moved column sum's input. Read
+    # from the graph now: a group replaced before this one rewires its users' arguments.
+    fallback = []
     if gemm is not None:
         args = bind(gemm)
         gemm_ab = tuple(args[o] for o in GEMMS[gemm.target])
         if group.prologue:  # a is the source laid out as a, made into a's values in the read stage
             gemm_ab = (group.a_operand, *gemm_ab[1:])
-            values[group.a_source] = "x_a"
+            source = group.a_operand
+            while source.op == "call_function" and source.target in _A_VIEWS:
+                source = source.args[0]
+            values[source] = "x_a"
+            fallback.append(source)
             for n in group.prologue:
                 if n.target in _A_VIEWS:
                     values[n] = values[n.args[0]]
@@ -795,9 +841,10 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
                               tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)),
                               tuple(reductions), tuple(a_steps), a_value, a_rows)
         # The prologue's source last: no port of the kernel's, the unfused path's input.
-        fallback = (group.a_source,) if group.prologue else ()
+        if group.a_rows is not None and bind(group.a_rows)["self"] not in members:
+            fallback.append(bind(group.a_rows)["self"])
         a_out = [group.a_rows] if group.a_rows is not None else []
-        return Plan(kernel, gemm_ab + tuple(in_nodes) + fallback, tuple(out_nodes + group.reductions + a_out),
+        return Plan(kernel, gemm_ab + tuple(in_nodes) + tuple(fallback), tuple(out_nodes + group.reductions + a_out),
                     group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None

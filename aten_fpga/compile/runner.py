@@ -71,7 +71,7 @@ class FusedGroup(torch.nn.Module):
         maybe = lambda n: copy[n] if n is not None else None  # noqa: E731
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype, maybe(group.reduction),
                            maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
-                           maybe(group.a_source), maybe(group.a_operand), maybe(group.a_rows))
+                           maybe(group.a_operand), maybe(group.a_rows))
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -138,8 +138,12 @@ class FusedGroup(torch.nn.Module):
         level = image_level() if _C.device_kind() == "emu" else 4
         expected = {"full": m * n, "row": n, "col": m, "scalar": 1}
         static = all(isinstance(d, int) for s in self.out_shapes for d in s)
-        # The rows' sums of op(a) are taken as a streams in transposed (its rows are stored columns).
-        a_rows_ok = kernel.a_rows is None or (a.dim() == 2 and a.stride(0) == 1 and a.stride(1) >= a.shape[0])
+        # The rows' sums of op(a) are taken as a streams in transposed (its rows are stored columns),
+        # which the GEMM driver does in place when a's lines start whole words at level 4 (else it
+        # would pack a copy, not transposed: host/ps/fpga_gemm.cpp, operand).
+        words = kernel.lanes if level == 4 else 1
+        a_rows_ok = kernel.a_rows is None or (a.dim() == 2 and a.stride(0) == 1 and a.stride(1) >= a.shape[0]
+                                              and a.stride(1) % words == 0 and a.storage_offset() % words == 0)
         if (m * n == 0 or a.device.type != "fpga" or not static or not a_rows_ok
                 or any(t.numel() != expected[p.mode] for t, p in zip(operands, kernel.inputs))
                 or math.prod(self.out_shapes[0]) != m * n):

@@ -616,7 +616,9 @@ def _prologue_of(gm: fx.GraphModule, h: Group, by_gemm: dict) -> list | None:
                                 and _meta(bind(red)["self"]).dim() == 2):
         return None
     uses = _a_uses(value, red)
-    if not uses:
+    # The kernel's a is the source through the same views: a view of a non-contiguous source would
+    # not be one (the chain's value, a fresh tensor, always is).
+    if not uses or (any(n.target in VIEWS for _, path in uses for n in path) and not _meta(src).is_contiguous()):
         return None
     for gemm, _ in uses:
         g = by_gemm.get(gemm)

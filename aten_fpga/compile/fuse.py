@@ -842,10 +842,10 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
         kernel = GemmEpilogue(dtype, beta_port, tuple(ports_in), tuple(steps), values[out_nodes[0]],
                               tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes[1:], 1)),
                               tuple(reductions), tuple(a_steps), a_value, a_rows)
-        # The prologue's source last: no port of the kernel's, the unfused path's input.
-        if group.a_rows is not None and bind(group.a_rows)["self"] not in members:
+        if group.a_rows is not None and bind(group.a_rows)["self"] not in members:  # a moved column sum
             fallback.append(bind(group.a_rows)["self"])
         a_out = [group.a_rows] if group.a_rows is not None else []
+        # The unfused path's inputs come last: no ports of the kernel's.
         return Plan(kernel, gemm_ab + tuple(in_nodes) + tuple(fallback), tuple(out_nodes + group.reductions + a_out),
                     group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))

@@ -229,6 +229,22 @@ def test_missing_kernel_on_a_card_runs_unfused_with_a_warning(monkeypatch):
     torch.testing.assert_close(out.cpu(), chain(x, b, w), rtol=1e-5, atol=1e-6)
     assert "aten_fpga::fused" not in aten_fpga.report()
 
+    # Fused GEMMs with an operand prologue and moved column sums run their original nodes too.
+    def grads(d, s, w1, keep, x):
+        g = d * s
+        y = torch.ops.aten.threshold_backward(torch.mm(g, w1), keep, 0)
+        return torch.mm(g.t(), x), g.sum(0), torch.mm(y.t(), x), y.sum(0)
+
+    torch._dynamo.reset()
+    cpu = [torch.randn(32, 48, generator=g), torch.tensor(0.5), torch.randn(48, 64, generator=g),
+           torch.randn(32, 64, generator=g), torch.randn(32, 16, generator=g)]
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = torch.compile(grads, backend="aten_fpga")(*[on_device(v) for v in cpu])
+    for a, e in zip(out, grads(*cpu)):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-5)
+    assert "aten_fpga::fused" not in aten_fpga.report()
+
 
 def test_export_writes_the_recorded_kernels(tmp_path):
     compiled = torch.compile(chain, backend="aten_fpga")

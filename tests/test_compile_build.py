@@ -26,31 +26,36 @@ def keep_global_rng():
 
 
 def fused_kernels():
-    """A fused chain and a fused GEMM (a linear layer's addmm with its bias and relu)."""
-    def f(x, b, w):
-        return torch.tanh(F.gelu(x + b) * 0.5), F.relu(F.linear(x, w, b))
+    """A fused chain, a fused GEMM (a linear layer's addmm with its bias and relu) and one whose a
+    operand is made in its read stage (a scaled gradient, its column sum as the rows' sums)."""
+    def f(x, b, w, s, d, h):
+        g = d * s
+        return torch.tanh(F.gelu(x + b) * 0.5), F.relu(F.linear(x, w, b)), torch.mm(g.t(), h), g.sum(0)
 
-    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 32), torch.randn(32), torch.randn(32, 32))
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 32), torch.randn(32), torch.randn(32, 32), torch.tensor(2.0),
+                                         torch.randn(8, 32), torch.randn(8, 16))
     return [plan(g).kernel for g in partition(gm)]
 
 
 def test_hw_builds_the_exported_fused_kernels(tmp_path):
     repo = make_repo(tmp_path)
-    chain, gemm = fused_kernels()
+    chain, gemm, prologue = fused_kernels()
+    assert prologue.a_steps and prologue.a_rows is not None, prologue
     folder = tmp_path / "fused"
     folder.mkdir()
-    for kernel in (chain, gemm):
+    for kernel in (chain, gemm, prologue):
         (folder / f"{kernel.name}.cpp").write_text(codegen.render(kernel, 4))
     ok(scons(repo, "target=hw", "platform=u250", "opt=4", f"fused={folder}", "xclbin"))
     runs = tool_log(repo)
     out = f"build/hw/{U250}/opt4"
     compiles = {r[r.index("-k") + 1]: r for r in runs if r[1] == "-c"}
-    assert set(compiles) == {"v_add_float32", "v_mul_float32", chain.name, gemm.name}
+    assert set(compiles) == {"v_add_float32", "v_mul_float32", chain.name, gemm.name, prologue.name}
     link = runs[-1]
     config = (repo / out / "connectivity.cfg").read_text()
     # Each of their ports on a bank of its own, as the table's kernels' ports: the chain's in0,
-    # in1, out0; the GEMM's a, b, c and its epilogue's bias in0.
-    for kernel, ports in ((chain, ("in0", "in1", "out0")), (gemm, ("a", "b", "c", "in0"))):
+    # in1, out0; the GEMM's a, b, c and its epilogue's bias in0; the prologue's scale and row sums.
+    for kernel, ports in ((chain, ("in0", "in1", "out0")), (gemm, ("a", "b", "c", "in0")),
+                          (prologue, ("a", "b", "c", "in0", "arows"))):
         assert compiles[kernel.name][-1] == str(folder / f"{kernel.name}.cpp")
         assert link[1] == "-l" and f"{out}/xo/{kernel.name}.xo" in link
         assert f"nk={kernel.name}:1:{kernel.name}_1" in config

@@ -30,11 +30,11 @@ def counted_step(module, x, t):
     return loss, sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values()), fallbacks
 
 
-# Measured with bench/bench_compile.py on the opt=4 image: launches 20 -> 7, 48 -> 16, 168 -> 116;
-# bytes 1.999x, 2.59x, 1.03x. LeNet's step is mostly the convolutions' layout copies, the
-# cross-entropy's row operations over 10 classes and their own kernels, the same in both. These
-# bounds keep what is there from regressing (scores: the issue's 3x).
-FEWER = {"mlp": (2.85, 1.99), "scores": (3.0, 2.5), "cnn": (1.4, 1.02)}  # (launches, bytes) eager / compiled >=
+# Measured with bench/bench_compile.py on the opt=4 image: launches 20 -> 6, 48 -> 16, 168 -> 112;
+# bytes 2.10x, 2.59x, 1.03x. The MLP and the score block are held to the issue's targets (3x fewer
+# launches, 2x fewer bytes); LeNet's step is mostly the convolutions' layout copies, the cross
+# entropy's small kernels and their own kernels, the same in both, and its bound keeps what is there.
+FEWER = {"mlp": (3.0, 2.0), "scores": (3.0, 2.0), "cnn": (1.45, 1.02)}  # (launches, bytes) eager / compiled >=
 
 
 @pytest.mark.parametrize("name", list(cm.MODELS))

@@ -559,6 +559,24 @@ def test_column_sum_moves_to_the_product_that_reads_it_transposed(level):
         torch.testing.assert_close(got[1].cpu(), f(*cpu)[1], rtol=1e-4, atol=1e-4)
 
 
+def test_lone_ops_that_eager_copies_for_are_kernels(level):
+    """One op with a broadcast input (eager makes it dense with copy kernels first) and a reduction
+    over rows of 10 -- no whole number of words: at XCL_OPT 4 the reduce driver would pad them -- of
+    a value no group makes are each one fused launch, at every level."""
+    def f(x, c, s):
+        return x.sum(-1), x - c, x * s
+
+    gen = torch.Generator().manual_seed(17)
+    cpu = [torch.randn(8, 10, generator=gen), torch.randn(8, 1, generator=gen), torch.tensor(1.5)]
+    dev = [on_device(v) for v in cpu]
+    expected, eager_launches, _ = counted(f, *dev)
+    got, launched = compiled_run(f, *dev)
+    assert launched == {"aten_fpga::fused": 3} and eager_launches >= 5, (level, launched, eager_launches)
+    torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=1e-6, atol=1e-6)
+    for a, e in zip(got[1:], expected[1:]):
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0)
+
+
 def test_dense_transpose_of_a_product_is_the_transposed_product():
     """`bmm(a, b).transpose(1, 2).contiguous()` (autograd's gradient of a transposed operand) runs
     as bmm(b^T, a^T): no copy kernel, and bit-identical to eager's product and copy."""

@@ -508,7 +508,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             g = Group([node], tuple(v.shape), v.dtype, gemm=node if node.target in GEMMS else None)
             groups.append(g)
             group_of[node] = g
-        elif node not in group_of and column_sum_ok(node):
+        elif node not in group_of and lone_reduction_ok(node):
             g = Group([], tuple(_meta(bind(node)["self"]).shape), v.dtype, reduction=node)
             groups.append(g)
             group_of[node] = g
@@ -716,25 +716,43 @@ def _viewed_member(node: fx.Node):
     return None
 
 
-def column_sum_ok(node: fx.Node) -> bool:
-    """A column reduction of a value no group makes (a GEMM's output, a copy's): a kernel of its own,
-    one launch. The reduce driver reduces columns in place too where the rows are whole port words;
-    otherwise (at XCL_OPT 4, rows that end mid-word) it copies to padded rows first: two launches."""
-    if node.op != "call_function" or node.target not in COLUMN_REDUCTIONS:
+def lone_reduction_ok(node: fx.Node) -> bool:
+    """A reduction of a value no group makes (a GEMM's output, a copy's, a host op's) that the
+    reduce driver would copy first -- at XCL_OPT 4, to padded rows where the rows end mid-word --
+    is a kernel of its own, one launch: a column reduction (the driver reduces whole-word columns in
+    place), or a reduction over the last dim of rows that are statically no whole number of words
+    (a cross entropy's 10 classes)."""
+    if node.op != "call_function" or node.target not in REDUCTIONS:
         return False
-    src, v = _meta(bind(node)["self"]), _meta(node)
-    return (src is not None and v is not None and v.dtype in DTYPES_FUSED and src.dtype == v.dtype
-            and bind(node).get("dtype") is None and reduces_columns(node))
+    args = bind(node)
+    src, v = _meta(args["self"]), _meta(node)
+    if src is None or v is None or v.dtype not in DTYPES_FUSED or src.dtype != v.dtype or args.get("dtype") is not None:
+        return False
+    if reduces_columns(node):
+        return True
+    inner = src.shape[-1] if src.dim() >= 1 else None
+    return (src.dim() >= 2 and _reduces_last(node) and isinstance(inner, int)
+            and inner % (512 // (8 * src.element_size())) != 0)
+
+
+def _broadcast_inputs(g: Group) -> bool:
+    """Whether a pointwise group reads an input broadcast (a row, a value per row, one value):
+    the table kernels make such an input dense first, with copy kernels."""
+    members = set(g.nodes)
+    return any(input_mode(tuple(_meta(a).shape), g.shape) in ("row", "col", "scalar")
+               for n in g.nodes for a in n.all_input_nodes if a not in members and _meta(a) is not None)
 
 
 def _gains(g: Group) -> bool:
     """A group saves launches: two or more ops, an addmm (unfused, its bias is first copied into c),
-    or a column reduction (unfused, the reduce driver may copy first: column_sum_ok)."""
+    a reduction the driver would copy for (lone_reduction_ok), or one op with a broadcast input
+    (unfused, a dense copy of it first)."""
     if g.gemm is not None:
         ops = [n for n in g.nodes if n.target not in VIEWS] + g.reductions
         return (len(ops) >= 2 or bool(g.prologue) or g.a_rows is not None
                 or (g.gemm.target is aten.addmm.default and bind(g.gemm).get("beta", 1) != 0))
-    return len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and reduces_columns(g.reduction))
+    return (len(g.nodes) + (g.reduction is not None) >= 2 or (g.reduction is not None and not g.nodes)
+            or _broadcast_inputs(g))
 
 
 def _literal(value) -> str:

@@ -53,10 +53,10 @@ template <> struct Wide<std::complex<float> > { typedef std::complex<double> typ
 
 // The Lane type of the sums of float32 elements (sum, mean, the 1- and 2-norms, and the inf-norms,
 // exact in any type): float32, as ATen's CPU sums (a cascade sum in float). Each of the XCL_OPT 4
-// fold's LANES x PARTIALS accumulators sums every 256th element of a run, the run's are combined
-// pairwise in float and the runs (rows, pieces, the emulator's blocks) in double: within a few ulps
-// of ATen's own float sum (docs/reductions.md has the measured errors). Folding in double would hold
-// half the lanes per register and convert every element. Products, counts, var/std and the
+// fold's LANES x PARTIALS accumulators sums every 256th element of a run; the drain widens them to
+// double, so the run's tree and the runs' merges (rows, pieces, the emulator's blocks) are in
+// double: within a few ulps of ATen's own float sum (docs/reductions.md has the measured errors).
+// Folding in double would hold half the lanes per register and convert every element. Products, counts, var/std and the
 // general p-norm fold in Wide: their error grows with every element, not only with the rounding of
 // one sum.
 template <typename T> struct SumLane : Wide<T> {};

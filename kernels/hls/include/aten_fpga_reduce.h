@@ -56,9 +56,9 @@ template <> struct Wide<std::complex<float> > { typedef std::complex<double> typ
 // fold's LANES x PARTIALS accumulators sums every 256th element of a run; the drain widens them to
 // double, so the run's tree and the runs' merges (rows, pieces, the emulator's blocks) are in
 // double: within a few ulps of ATen's own float sum (docs/reductions.md has the measured errors).
-// Folding in double would hold half the lanes per register and convert every element. Products, counts, var/std and the
-// general p-norm fold in Wide: their error grows with every element, not only with the rounding of
-// one sum.
+// Folding in double would hold half the lanes per register and convert every element. Products,
+// counts, var/std and the general p-norm fold in Wide: their error grows with every element, not
+// only with the rounding of one sum.
 template <typename T> struct SumLane : Wide<T> {};
 template <> struct SumLane<float> { typedef float type; };
 

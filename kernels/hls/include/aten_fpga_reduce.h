@@ -339,7 +339,9 @@ struct NormOf {
   Acc p;
   explicit NormOf(double p_) : p(Acc(p_)) {}
   Acc identity() const { return Order == NORM_MIN ? Acc(INFINITY) : Acc(0); }
-  template <class A> A add(A a, T x, T, uint64_t) const { return fold(a, x, std::integral_constant<NormOrder, Order>()); }
+  template <class A> A add(A a, T x, T, uint64_t) const {
+    return fold(a, x, std::integral_constant<NormOrder, Order>());
+  }
   template <class A> A merge(A a, A b) const {
     return Order == NORM_MAX ? max_nan(a, b) : Order == NORM_MIN ? min_nan(a, b) : a + b;
   }

@@ -72,8 +72,9 @@ MIN_ELEMENTS_PER_CU = 16384  # host/ps/launch.h kMinElementsPerCU
 
 def reduce_run_cycles(level: int) -> int:
     """The fold's cycles per run (a row) besides its words: the loop's fill and the drain. XCL_OPT 4
-    drains one partial a cycle through a tree over the lanes, then a tree over the partials; the
-    other levels keep one accumulator per partial and combine them in one tree."""
+    merges the partials pairwise a word a cycle (PARTIALS - 1 words over log2(PARTIALS) levels, each
+    a merge latency), then partial 0's lanes by a tree; the other levels keep one accumulator per
+    partial and combine them in one tree."""
     depth = REDUCE_PARTIALS.bit_length() - 1  # log2: a tree's merges from leaf to root
     if level == 4:
         lanes_depth = LEVEL_LANES[4].bit_length() - 1

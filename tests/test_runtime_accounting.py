@@ -103,7 +103,9 @@ def test_reductions_share_the_launch_path():
     aten_fpga.reset_stats()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         s = x.sum()
-    exact(s, a.double().sum().float())  # the kernel sums in double and rounds once
+    # float32 sums fold in float lanes, then merge in double (docs/reductions.md): as close to the
+    # exact sum as ATen's own float sum, not bit for bit the double sum rounded once.
+    torch.testing.assert_close(s.cpu(), a.double().sum().float())
     rep = aten_fpga.report()
     assert rep["sum.IntList_out"]["fpga"] == 1 and rep["sum.IntList_out"]["kernels"] == {"v_sum_float32": 1}
     assert rep["sum.IntList_out"]["bytes_to_device"] == 4096 * 4 and rep["sum.IntList_out"]["fpga_seconds"] > 0

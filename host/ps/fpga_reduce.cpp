@@ -74,13 +74,24 @@ std::vector<int64_t> row_major(const std::vector<int64_t>& sizes, size_t inner_d
   return strides;
 }
 
+// Where operand `arg` of the iterator starts: its allocation, and its data pointer's byte offset.
+// (No view of it: a small op's launch makes none unless it must copy.)
+struct Place {
+  Allocation* alloc;
+  size_t offset;
+};
+
+Place operand_place(const at::TensorIterator& iter, int arg) {
+  const at::Tensor& t = iter.tensor(arg);
+  const auto* base = static_cast<const char*>(t.storage().data());
+  return {allocation_of(t), static_cast<size_t>(static_cast<const char*>(iter.data_ptr(arg)) - base)};
+}
+
 // Operand `arg` of the iterator seen with the given sizes and element strides, at its data pointer.
 at::Tensor operand_view(const at::TensorIterator& iter, int arg, const std::vector<int64_t>& sizes,
                         const std::vector<int64_t>& strides) {
-  const at::Tensor& t = iter.tensor(arg);
-  const auto* base = static_cast<const char*>(t.storage().data());
-  const int64_t offset = (static_cast<const char*>(iter.data_ptr(arg)) - base) / iter.element_size(arg);
-  return t.as_strided(sizes, strides, offset);
+  const int64_t offset = static_cast<int64_t>(operand_place(iter, arg).offset) / iter.element_size(arg);
+  return iter.tensor(arg).as_strided(sizes, strides, offset);
 }
 
 
@@ -185,35 +196,39 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
   const bool by_columns = cols.c > 1;
   const int64_t row_len = by_columns ? cols.c : r.inner;
   const int64_t pitch = (row_len + lanes - 1) / lanes * lanes;
-  at::Tensor in;
+  at::Tensor in;  // a device temporary, where the input is not laid out so already
+  Place in_place;
   if (r.inner == 0) {
     in = at::empty({1}, iter.tensor(1).options());  // empty rows: the kernel reads nothing
+    in_place = {allocation_of(in), 0};
   } else {
     const std::vector<int64_t> sizes = by_columns ? cols.sizes : concat(r.kept, r.reduced);
     const std::vector<int64_t> strides = by_columns ? cols.strides : concat(r.kept_in, r.reduced_in);
     const std::vector<int64_t> packed = row_major(sizes, by_columns ? cols.c_dims : r.reduced.size(), pitch);
-    in = operand_view(iter, 1, sizes, strides);
+    in_place = operand_place(iter, 1);
     const int64_t rows = by_columns ? cols.o * cols.r : r.outer;
     // One row needs no padding where its block holds the rest of its last word (x.sum() of a few
     // elements): the kernel reads that word and ignores the lanes past the row.
-    const bool last_word_in_block = rows == 1 && byte_offset(in) + pitch * in_size <= allocation_of(in)->buffer->bytes;
-    if (strides != packed || (pitch != row_len && !last_word_in_block) || byte_offset(in) % word != 0) {
-      at::Tensor t = at::empty({rows * pitch}, in.options());
-      t.as_strided(sizes, packed).copy_(in);  // on the device: gather (and pad) the rows
-      in = t;
+    const bool last_word_in_block = rows == 1 && in_place.offset + pitch * in_size <= in_place.alloc->buffer->bytes;
+    if (strides != packed || (pitch != row_len && !last_word_in_block) || in_place.offset % word != 0) {
+      in = at::empty({rows * pitch}, iter.tensor(1).options());
+      // On the device: gather (and pad) the rows.
+      in.as_strided(sizes, packed).copy_(operand_view(iter, 1, sizes, strides));
+      in_place = {allocation_of(in), 0};
     }
   }
 
   // The output port: one element per result, in the kernel's order (rows; [O, C] for columns).
   const std::vector<int64_t> out_sizes = by_columns ? cols.out_sizes : r.kept;
   const std::vector<int64_t> out_strides = by_columns ? cols.out_strides : r.kept_out;
-  const at::Tensor out_view = operand_view(iter, 0, out_sizes, out_strides);
   const bool direct = out_strides == row_major(out_sizes, 0, 1);
-  const at::Tensor out = direct ? out_view : at::empty({r.outer}, out_view.options());
+  // A strided output: a device temporary, then scattered.
+  const at::Tensor out = direct ? at::Tensor() : at::empty({r.outer}, iter.tensor(0).options());
+  const Place out_place = direct ? operand_place(iter, 0) : Place{allocation_of(out), 0};
 
-  Allocation* in_alloc = allocation_of(in);
-  Allocation* out_alloc = allocation_of(out);
-  const size_t in_offset = byte_offset(in), out_offset = byte_offset(out);
+  Allocation* in_alloc = in_place.alloc;
+  Allocation* out_alloc = out_place.alloc;
+  const size_t in_offset = in_place.offset, out_offset = out_place.offset;
   sync_to_device(in_alloc);
   prepare_device_write(out_alloc, out_offset, r.outer * out_size);
 
@@ -269,7 +284,7 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
   Allocation* part_alloc = out_alloc;
   size_t part_offset = out_offset;
   if (pieces > 1) {
-    partials = at::empty({pieces * results * AFPGA_REDUCE_PARTIAL_BYTES}, out.options().dtype(at::kByte));
+    partials = at::empty({pieces * results * AFPGA_REDUCE_PARTIAL_BYTES}, iter.tensor(0).options().dtype(at::kByte));
     part_alloc = allocation_of(partials);
     part_offset = byte_offset(partials);
     prepare_device_write(part_alloc, part_offset, partials.nbytes());
@@ -297,7 +312,8 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
     combine.run();
   }
   mark_device_written(out_alloc);
-  if (!direct) out_view.copy_(out.view(out_sizes));  // on the device: scatter into the strided output
+  // On the device: scatter into the strided output.
+  if (!direct) operand_view(iter, 0, out_sizes, out_strides).copy_(out.view(out_sizes));
 }
 
 // --- Reductions ATen does not structure: the table's `host:` entries -----------------------------

@@ -11,6 +11,12 @@
 //                                         commutative, so the pairwise order is free
 //   R finish(Acc a, uint64_t n)           the output of a row of n elements
 //
+// An op may fold a row's elements in a narrower `Lane` type than its Acc (sum of float32: float
+// lanes, a double Acc): the XCL_OPT 4 rows fold's PARTIALS x LANES accumulators are Lanes
+// (LaneOf), its `add` and `merge` take either type, and each run's combined Lane becomes an Acc,
+// which the runs, partials, columns and the combine carry. The scalar folds of the other levels
+// (16 accumulators, each of every 16th element) fold in Acc: a narrow type buys them nothing.
+//
 // `add` is the only loop-carried step, so it is kept to an add or a compare-and-select: with
 // PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1: element i joins
 // accumulator i % PARTIALS, so each one is updated every PARTIALS cycles, longer than a
@@ -44,6 +50,22 @@ template <> struct Wide<float> { typedef double type; };
 template <> struct Wide<half> { typedef float type; };
 template <> struct Wide<int32_t> { typedef int64_t type; };
 template <> struct Wide<std::complex<float> > { typedef std::complex<double> type; };
+
+// The Lane type of the sums of float32 elements (sum, mean, the 1- and 2-norms, and the inf-norms,
+// exact in any type): float32, as ATen's CPU sums (a cascade sum in float). Each of the XCL_OPT 4
+// fold's LANES x PARTIALS accumulators sums every 256th element of a run; the drain widens them to
+// double, so the run's tree and the runs' merges (rows, pieces, the emulator's blocks) are in
+// double: within a few ulps of ATen's own float sum (docs/reductions.md has the measured errors).
+// Folding in double would hold half the lanes per register and convert every element. Products,
+// counts, var/std and the general p-norm fold in Wide: their error grows with every element, not
+// only with the rounding of one sum.
+template <typename T> struct SumLane : Wide<T> {};
+template <> struct SumLane<float> { typedef float type; };
+
+// An op's Lane type: its `Lane`, or its Acc.
+template <class...> struct Void { typedef void type; };
+template <class Op, class = void> struct LaneOf { typedef typename Op::Acc type; };
+template <class Op> struct LaneOf<Op, typename Void<typename Op::Lane>::type> { typedef typename Op::Lane type; };
 
 // The real type of a (possibly complex) type.
 template <typename T> struct Real { typedef T type; };
@@ -100,8 +122,8 @@ struct Tree<Op, Lo, 1> {
   }
 };
 
-template <class Op, int N>
-typename Op::Acc combine(const Op& op, const typename Op::Acc (&p)[N]) {
+template <class Op, class A, int N>
+A combine(const Op& op, const A (&p)[N]) {
 #pragma HLS INLINE
   return Tree<Op, 0, N>::run(op, p);
 }
@@ -128,6 +150,16 @@ inline Acc from_word(const Word& w) {
   return a;
 }
 
+// Items one rows reduction's DATAFLOW region streams: all of them on the card; in C simulation
+// REGION_BYTES of them, whose stream stays in the L2 cache. Each region ends its runs by draining
+// the fold's PARTIALS x LANES accumulators (the card drains once per row); 64 KiB regions make that
+// a few percent of the fold, where dataflow_span's 16 KiB cost a quarter (measured with perf).
+const uint64_t REGION_BYTES = 65536;
+template <typename E>
+constexpr uint64_t region_span() {
+  return dataflow_span<E>() == ~uint64_t(0) ? ~uint64_t(0) : (REGION_BYTES + sizeof(E) - 1) / sizeof(E);
+}
+
 // Rows of `width` items that one column reduction's DATAFLOW region streams, a multiple of
 // `multiple`: every row on the card (one fill per column tile), about dataflow_span's 16 KiB of
 // items in C simulation, whose streams buffer all their producer wrote. The division runs in the
@@ -146,13 +178,15 @@ inline uint64_t dataflow_rows(uint64_t width, uint64_t multiple) {
 
 // --- The ops ---------------------------------------------------------------------------------
 
-// sum: in the wide type (float32 in double, float16 in float, int32 in int64).
+// sum: in the wide type (float32 in double, float16 in float, complex64 in complex<double>, int32 in
+// int64), a float32 row's elements folded in float lanes (SumLane).
 template <typename T, typename R>
 struct Sum {
   typedef typename Wide<T>::type Acc;
+  typedef typename SumLane<T>::type Lane;
   Acc identity() const { return Acc(0); }
-  Acc add(Acc a, T x, T, uint64_t) const { return a + Acc(x); }
-  Acc merge(Acc a, Acc b) const { return a + b; }
+  template <class A> A add(A a, T x, T, uint64_t) const { return a + A(x); }
+  template <class A> A merge(A a, A b) const { return a + b; }
   R finish(Acc a, uint64_t) const { return R(a); }
 };
 
@@ -200,12 +234,16 @@ struct Best {
   int64_t index;
 };
 
+// a (at index ia) beats b (at ib): a NaN beats a number, the better value wins, and of two NaNs or
+// equal values the earlier index. One expression of compares joined by & and |, no short circuit:
+// g++ turns a chain of ifs or of && into branches, and a lane loop with branches stays scalar; on
+// the card it is the same few comparators and gates either way.
 template <typename T, bool Largest>
 inline bool beats(T a, int64_t ia, T b, int64_t ib) {
-  if (is_nan(a)) return !is_nan(b) || ia < ib;
-  if (is_nan(b)) return false;
-  if (a == b) return ia < ib;
-  return Largest ? a > b : a < b;
+  const bool nan_a = is_nan(a), nan_b = is_nan(b);
+  const bool better = Largest ? a > b : a < b;  // false when either is NaN
+  const bool tie = (a == b) | (nan_a & nan_b);
+  return (nan_a & !nan_b) | better | (tie & (ia < ib));
 }
 
 template <typename T, typename R, bool Largest>
@@ -216,13 +254,48 @@ struct ArgBest {
     Acc a = {Largest ? Limits<T>::lowest() : Limits<T>::highest(), std::numeric_limits<int64_t>::max()};
     return a;
   }
-  Acc add(Acc a, T x, T, uint64_t i) const {
-    Acc e = {x, int64_t(i)};
-    return beats<T, Largest>(x, int64_t(i), a.value, a.index) ? e : a;
-  }
-  Acc merge(Acc a, Acc b) const { return beats<T, Largest>(b.value, b.index, a.value, a.index) ? b : a; }
+  Acc add(const Acc& a, T x, T, uint64_t i) const { return better_of(a, x, int64_t(i)); }
+  Acc merge(const Acc& a, const Acc& b) const { return better_of(a, b.value, b.index); }
   R finish(Acc a, uint64_t) const { return a.index; }
+
+ private:
+  // a, or (value, index) where that beats it. Each field is selected on its own (a struct-wide ?:
+  // is a branch to g++) into a copy of a, taken by reference: g++ vectorizes a lane loop of these
+  // only when every byte of the stored struct, its padding too, is copied from the accumulator in
+  // place (a by-value copy first breaks it).
+  static Acc better_of(const Acc& a, T value, int64_t index) {
+    const bool take = beats<T, Largest>(value, index, a.value, a.index);
+    Acc r = a;
+    r.value = take ? value : a.value;
+    r.index = take ? index : a.index;
+    return r;
+  }
 };
+
+// a = op.add(a, x, k, i) and a = op.merge(a, b), in place: the fold's and the drain's steps over
+// lanes. Argmax's accumulator is stored field by field: g++ vectorizes a lane loop of these, not
+// one that stores the whole struct that `add` returns.
+template <class Acc>
+inline void store(Acc& a, const Acc& r) {
+#pragma HLS INLINE
+  a = r;
+}
+template <typename T>
+inline void store(Best<T>& a, const Best<T>& r) {
+#pragma HLS INLINE
+  a.value = r.value;
+  a.index = r.index;
+}
+template <class Op, class A, typename T>
+inline void add_into(const Op& op, A& a, T x, T k, uint64_t i) {
+#pragma HLS INLINE
+  store(a, op.add(a, x, k, i));
+}
+template <class Op, class A>
+inline void merge_into(const Op& op, A& a, const A& b) {
+#pragma HLS INLINE
+  store(a, op.merge(a, b));
+}
 
 template <typename T, typename R> struct ArgMax : ArgBest<T, R, true> {};
 template <typename T, typename R> struct ArgMin : ArgBest<T, R, false> {};
@@ -254,14 +327,22 @@ struct Any {
 // the p register (the one ABI of the norm kernels); only the general one reads it.
 enum NormOrder { NORM_COUNT, NORM_ABS, NORM_SQUARE, NORM_POW, NORM_MAX, NORM_MIN };
 
+// The norms whose accumulator is a sum or an extremum of |x| fold in a sum's lanes (SumLane); the
+// count (exact integers past 2^24) and the general p (pow's error in every term) in Wide.
+template <typename T, NormOrder Order>
+struct NormLane : std::conditional<Order == NORM_COUNT || Order == NORM_POW, Wide<T>, SumLane<T> >::type {};
+
 template <typename T, typename R, NormOrder Order>
 struct NormOf {
   typedef typename Real<typename Wide<T>::type>::type Acc;
+  typedef typename Real<typename NormLane<T, Order>::type>::type Lane;
   Acc p;
   explicit NormOf(double p_) : p(Acc(p_)) {}
   Acc identity() const { return Order == NORM_MIN ? Acc(INFINITY) : Acc(0); }
-  Acc add(Acc a, T x, T, uint64_t) const { return fold(a, x, std::integral_constant<NormOrder, Order>()); }
-  Acc merge(Acc a, Acc b) const {
+  template <class A> A add(A a, T x, T, uint64_t) const {
+    return fold(a, x, std::integral_constant<NormOrder, Order>());
+  }
+  template <class A> A merge(A a, A b) const {
     return Order == NORM_MAX ? max_nan(a, b) : Order == NORM_MIN ? min_nan(a, b) : a + b;
   }
   R finish(Acc a, uint64_t) const { return R(root(a, std::integral_constant<NormOrder, Order>())); }
@@ -269,15 +350,15 @@ struct NormOf {
  private:
   // One overload per order (C++14 has no `if constexpr`): only the kernel's own is instantiated.
   template <NormOrder O> using Is = std::integral_constant<NormOrder, O>;
-  Acc fold(Acc a, T x, Is<NORM_COUNT>) const { return a + Acc(x != T(0)); }
-  Acc fold(Acc a, T x, Is<NORM_ABS>) const { return a + magnitude<Acc>(x); }
-  Acc fold(Acc a, T x, Is<NORM_SQUARE>) const {
-    const Acc m = magnitude<Acc>(x);
+  template <class A> A fold(A a, T x, Is<NORM_COUNT>) const { return a + A(x != T(0)); }
+  template <class A> A fold(A a, T x, Is<NORM_ABS>) const { return a + magnitude<A>(x); }
+  template <class A> A fold(A a, T x, Is<NORM_SQUARE>) const {
+    const A m = magnitude<A>(x);
     return a + m * m;
   }
-  Acc fold(Acc a, T x, Is<NORM_POW>) const { return a + std::pow(magnitude<Acc>(x), p); }
-  Acc fold(Acc a, T x, Is<NORM_MAX>) const { return max_nan(a, magnitude<Acc>(x)); }
-  Acc fold(Acc a, T x, Is<NORM_MIN>) const { return min_nan(a, magnitude<Acc>(x)); }
+  template <class A> A fold(A a, T x, Is<NORM_POW>) const { return a + std::pow(magnitude<A>(x), A(p)); }
+  template <class A> A fold(A a, T x, Is<NORM_MAX>) const { return max_nan(a, magnitude<A>(x)); }
+  template <class A> A fold(A a, T x, Is<NORM_MIN>) const { return min_nan(a, magnitude<A>(x)); }
   template <NormOrder O> Acc root(Acc a, Is<O>) const { return a; }
   Acc root(Acc a, Is<NORM_SQUARE>) const { return std::sqrt(a); }
   Acc root(Acc a, Is<NORM_POW>) const { return std::pow(a, Acc(1) / p); }

@@ -4,11 +4,9 @@ loop with a branch stays scalar: gelu_backward ran at 1/6 of the CPU's speed so)
 compiled in a loop of its own with the emulated image's flags, and each loop must vectorize."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from codegen.generate import ROOT
+from vectorizes import vectorized as vectorized_in
 
 # One loop per line: (name, loop).
 LOOPS = {
@@ -24,24 +22,13 @@ LOOPS = {
     "gelu_backward_tanh": "o[i] = afpga::gelu_backward_tanh(a[i], b[i]);",
     "silu_backward": "o[i] = afpga::silu_backward(a[i], b[i]);",
 }
-FLAGS = ["-std=c++14", "-O3", "-march=native", "-ffp-contract=off", "-Wno-unknown-pragmas"]  # site_scons/afpga/emu.py
 
 
 @pytest.fixture(scope="module")
 def vectorized(tmp_path_factory) -> dict[str, bool]:
-    src = tmp_path_factory.mktemp("hls_math") / "loops.cpp"
-    lines = ['#include "aten_fpga_hls.h"']
-    first = len(lines) + 1
-    lines += [f"void f_{name}(const float* a, const float* b, float* o) {{ for (int i = 0; i < 1024; ++i) {{ {body} }} }}"
-              for name, body in LOOPS.items()]
-    src.write_text("\n".join(lines) + "\n")
-    cc = subprocess.run(["g++", *FLAGS, f"-I{ROOT}/kernels/hls/emu/include", f"-I{ROOT}/kernels/hls/include", "-c",
-                         str(src), "-o", str(src.with_suffix(".o")), "-fopt-info-vec-optimized"],
-                        capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    done = {int(line.split(":")[1]) for line in cc.stderr.splitlines()
-            if line.startswith(str(src)) and "loop vectorized" in line}
-    return {name: first + k in done for k, name in enumerate(LOOPS)}
+    functions = [f"void f_{name}(const float* a, const float* b, float* o) {{ for (int i = 0; i < 1024; ++i) {{ {body} }} }}"
+                 for name, body in LOOPS.items()]
+    return dict(zip(LOOPS, vectorized_in(tmp_path_factory.mktemp("hls_math"), "aten_fpga_hls.h", functions)))
 
 
 @pytest.mark.parametrize("name", list(LOOPS))

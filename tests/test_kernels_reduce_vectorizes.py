@@ -5,11 +5,9 @@ its fold scalar at four times the CPU's time. Each loop is compiled on its own l
 image's flags (site_scons/afpga/emu.py), and each must vectorize."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from codegen.generate import ROOT
+from vectorizes import vectorized as vectorized_in
 
 OPS = {  # name: (functor, output type)
     "sum": ("Sum", "float"),
@@ -21,10 +19,6 @@ OPS = {  # name: (functor, output type)
     "norm2": ("Norm2", "float"),
     "norm_max": ("NormMax", "float"),
 }
-# -fno-ipa-icf: g++ would fold loops of identical code (sum's and norm1's merge) into one and report it
-# on the first one's line only.
-FLAGS = ["-std=c++14", "-faligned-new", "-O3", "-march=native", "-ffp-contract=off", "-Wno-unknown-pragmas",
-         "-fno-ipa-icf"]
 
 
 def loops(name: str, functor: str, out: str) -> list[tuple[str, str]]:
@@ -41,19 +35,9 @@ def loops(name: str, functor: str, out: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def vectorized(tmp_path_factory) -> dict[str, bool]:
-    src = tmp_path_factory.mktemp("reduce_lanes") / "lanes.cpp"
-    lines = ['#include "aten_fpga_reduce.h"']
-    first = len(lines) + 1
     named = [loop for name, (functor, out) in OPS.items() for loop in loops(name, functor, out)]
-    lines += [body for _, body in named]
-    src.write_text("\n".join(lines) + "\n")
-    cc = subprocess.run(["g++", *FLAGS, f"-I{ROOT}/kernels/hls/emu/include", f"-I{ROOT}/kernels/hls/include", "-c",
-                         str(src), "-o", str(src.with_suffix(".o")), "-fopt-info-vec-optimized"],
-                        capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    done = {int(line.split(":")[1]) for line in cc.stderr.splitlines()
-            if line.startswith(str(src)) and "loop vectorized" in line}
-    return {name: first + k in done for k, (name, _) in enumerate(named)}
+    done = vectorized_in(tmp_path_factory.mktemp("reduce_lanes"), "aten_fpga_reduce.h", [body for _, body in named])
+    return {name: ok for (name, _), ok in zip(named, done)}
 
 
 @pytest.mark.parametrize("loop", [f"{name}.{step}" for name in OPS for step in ("add", "merge")])

@@ -124,6 +124,14 @@ class GemmEpilogue:
         used = {a for s in self.a_steps for a in s.args}
         return tuple(p for p in self.inputs if f"x_{p.name}" in used)
 
+    @property
+    def store_inputs(self) -> tuple[Port, ...]:
+        """The input ports the write stage reads: those the chain or c's value use (not the
+        prologue's own, which the read stage reads)."""
+        used = {a for s in self.steps for a in s.args} | {self.c_value, f"x_{self.beta_port}"}
+        used |= {p.value for p in self.outputs} | {r.value for r in self.reductions}
+        return tuple(p for p in self.inputs if f"x_{p.name}" in used)
+
     @functools.cached_property
     def name(self) -> str:
         return "v_fused_gemm_" + hashlib.sha256(repr(self).encode()).hexdigest()[:16]

@@ -157,8 +157,8 @@ class FusedGroup(torch.nn.Module):
         pitch = -(-n // lanes) * lanes
         ports = [_gemm_port(t, p.mode, m, n, pitch) for t, p in zip(operands, kernel.inputs)]
         outs = []
-        for k, shape in enumerate(self.out_shapes):
-            mode = [p.mode for p in kernel.ports[len(kernel.inputs):]][k - 1] if k > 0 else "out"
+        out_modes = ["out", *(p.mode for p in kernel.ports[len(kernel.inputs):])]  # c, then its further ports
+        for shape, mode in zip(self.out_shapes, out_modes):
             if mode in ("out", "columns"):
                 base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=self.group.dtype, device=a.device)
                 outs.append(base[..., :n].view(shape))

@@ -90,6 +90,13 @@ void run_gemm(KernelLaunch& launch, const at::Tensor& a, const at::Tensor& b, co
                      "a, b, c, alpha, beta, 11 sizes and the epilogue's ports (kernels/hls/gemm/ops.yaml, "
                      "aten_fpga/compile and the host disagree)");
   const Operand A = operand(a, lanes), B = operand(b, lanes);
+  // A fused GEMM's sums of op(a)'s rows (its port `arows`, aten_fpga/compile) are taken as a
+  // streams in stored transposed; the runner passes such an a only, so a packed copy here is a bug,
+  // not a case to compute (the kernel would leave the sums at 0).
+  TORCH_CHECK(!fused || A.transposed ||
+                  std::none_of(launch.info().args.begin(), launch.info().args.end(),
+                               [](const KernelArgInfo& arg) { return arg.name == "arows"; }),
+              launch.info().name, ": its row sums need a stored transposed, in place (aten_fpga/compile/runner.py)");
 
   // c: out itself when the kernel can write it in place -- unit column stride, no overlap with a
   // or b, and at XCL_OPT 4 rows of whole words that belong to it (a fused GEMM's c is allocated

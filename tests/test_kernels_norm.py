@@ -187,6 +187,23 @@ def test_layer_norm_plain(level):
     assert_kernels("stats", "affine", "grad_stats", "backward")
 
 
+def test_norm_without_shift_fills_nothing(level):
+    """layer_norm and group_norm with no bias: the normalization's shift is absent (a flag), not a
+    row of zeros a fill kernel makes first. layer_norm's forward is its two norm kernels and nothing
+    else (group_norm's also copies its per-plane statistics)."""
+    x = inputs((6, 48), torch.float32, False, seed=7)
+    for f, ref, only in ((lambda t: F.layer_norm(t, (48,)), F.layer_norm(x, (48,)), True),
+                         (lambda t: F.group_norm(t.view(6, 4, 12), 2), F.group_norm(x.view(6, 4, 12), 2), False)):
+        xf = on_device(x)
+        aten_fpga.reset_stats()
+        y = f(xf)
+        torch.fpga.synchronize()
+        launched = {op: r["launches"] for op, r in aten_fpga.report().items() if r["launches"]}
+        assert not {"fill_.Scalar", "zero_"} & set(launched), launched
+        assert not only or launched == {"native_layer_norm": 2}, launched
+        close(y.reshape(ref.shape), ref, **TOL[torch.float32])
+
+
 # (N, C, H, W, groups, affine): one sample, 1x1 maps, a group per channel, no weight and bias.
 GN_CASES = [(3, 6, 4, 5, 2, True), (1, 4, 3, 3, 4, True), (5, 6, 1, 1, 1, True), (2, 4, 8, 8, 1, False)]
 

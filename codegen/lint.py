@@ -16,7 +16,7 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
   512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>); a port
              whose m_axi pragma line says `// random access: <reason>` (a gather or scatter, whose
              addresses are data) or `// element stream: <reason>` (a fused chain whose rows are not
-             whole words) is exempt
+             whole words; a compiled convolution's ports, read once into on-chip planes) is exempt
 Each problem is reported as `path: rule: what`, and the exit status is 1 when there is any.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 AOTAutograd traces the model (and, for training, its backward) to aten-level FX graphs; each graph
 is partitioned (fuse.partition) and every fusion group replaced by one call of its fused kernel
-(runner.FusedGroup). Every other node still runs through eager dispatch on "fpga": the table's
+(runner.FusedGroup); convolutions become calls of the conv kernels (conv.py). Every other node still runs through eager dispatch on "fpga": the table's
 kernels or the counted CPU fallback."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+from .conv import fuse_convolutions, kernels_of
 from .fuse import partition
 from .runner import FusedGroup, prebuild
 
@@ -37,6 +38,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
     _transposed_products(graph)
+    convolutions = fuse_convolutions(gm)
     modules = []
     for k, group in enumerate(partition(gm)):
         module = FusedGroup(group, gm)
@@ -58,7 +60,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     _topological_order(graph)
     graph.lint()
     gm.recompile()
-    prebuild([m.plan.kernel for m in modules])
+    prebuild([m.plan.kernel for m in modules] + kernels_of(convolutions))
     return gm
 
 

@@ -1,7 +1,8 @@
 """Renders a fused kernel as HLS C++ at an XCL_OPT level -- a pure function from model to text --
 and the emulated image unit that registers it (kernels/hls/emu/image.h): a fused pointwise chain
 (fuse.FusedKernel) from the templates in kernels/hls/fused/, a fused GEMM (fuse.GemmEpilogue) from
-the GEMM kernel's own templates (kernels/hls/gemm/) with its epilogue in the write stage."""
+the GEMM kernel's own templates (kernels/hls/gemm/) with its epilogue in the write stage, a
+convolution (conv.ConvKernel) from kernels/hls/conv/."""
 from __future__ import annotations
 
 import functools
@@ -10,6 +11,7 @@ from codegen import abi
 from codegen.gen_hls import template_env
 from codegen.plan import HLS_ROOT
 
+from .conv import CAPS, SIZES, ConvKernel
 from .fuse import MAX_COLUMNS, FusedKernel, GemmEpilogue, library_op
 
 
@@ -18,10 +20,13 @@ def _env():
     return template_env(HLS_ROOT)
 
 
-def render(kernel: FusedKernel | GemmEpilogue, level: int) -> str:
+def render(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> str:
     """The kernel's HLS source at XCL_OPT `level`."""
     if level not in abi.LEVELS:
         raise ValueError(f"XCL_OPT level {level!r} does not exist; choose one of {tuple(abi.LEVELS)}")
+    if isinstance(kernel, ConvKernel):
+        return _env().get_template(f"conv/opt{level}.cpp.j2").render(
+            ck=kernel, level=level, partials=abi.REDUCE_PARTIALS, caps=CAPS)
     if isinstance(kernel, GemmEpilogue):
         return _env().get_template(f"gemm/opt{level}.cpp.j2").render(
             kernel=kernel, op=library_op("gemm/gemm"), dtype=kernel.dtype, level=level, epi=kernel)
@@ -35,13 +40,15 @@ def lint(kernel: FusedKernel | GemmEpilogue, level: int) -> list[str]:
     and tripcounted yet), a fused chain under all of them."""
     from codegen.lint import lint_source
 
-    return lint_source(render(kernel, level), level, labelled=isinstance(kernel, FusedKernel))
+    return lint_source(render(kernel, level), level, labelled=not isinstance(kernel, GemmEpilogue))
 
 
-def arg_names(kernel: FusedKernel | GemmEpilogue) -> list[str]:
+def arg_names(kernel: FusedKernel | GemmEpilogue | ConvKernel) -> list[str]:
     if isinstance(kernel, GemmEpilogue):  # the GEMM kernel's arguments, then the epilogue's ports
         op = library_op("gemm/gemm")
         return [*op.inputs, *op.outputs, *(s.name for s in op.scalars), *op.sizes, *(p.name for p in kernel.ports)]
+    if isinstance(kernel, ConvKernel):
+        return [*kernel.inputs, *kernel.outputs, *SIZES]
     return [p.name for p in kernel.ports] + ["size", "inner"]
 
 

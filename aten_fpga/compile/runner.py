@@ -50,6 +50,7 @@ def available(kernel, device: torch.device) -> bool:
 def prebuild(kernels: list) -> None:
     """Compiles a graph's kernels (as planned from its shapes) for the emulated device side by side,
     one g++ per core, before the first call needs them one at a time."""
+    kernels = list({k.name: k for k in kernels}.values())  # one build of a kernel two groups share
     if _C.device_kind() != "emu" or not kernels:
         return
     from concurrent.futures import ThreadPoolExecutor

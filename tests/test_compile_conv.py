@@ -106,7 +106,7 @@ def test_convolutions_the_kernels_do_not_take_run_unfused():
     assert conv_kernels() == []
 
     torch._dynamo.reset()
-    xs, ws = torch.randn(2, 3, 16, 16, generator=g), torch.randn(5, 3, 3, 3, generator=g)
+    xs, ws = torch.randn(2, 3, 20, 20, generator=g), torch.randn(5, 3, 3, 3, generator=g)  # 9x9 out
 
     def strided(x, w):
         return F.conv2d(x, w, stride=2).sum()

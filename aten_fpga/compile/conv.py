@@ -28,12 +28,15 @@ from .fuse import DTYPES, POINTWISE, DType, Step, _literal, bind, library_op, po
 
 aten = torch.ops.aten
 
-# On-chip buffers of a conv kernel, in elements: one image's input planes, one image's output planes
-# (grad_output's, for the weight gradient), the weights, the output planes' biases. A kernel sums
-# each pixel once per loop over the plane, so a plane of fewer pixels than an adder's latency would
-# break its II=1: such convolutions run unfused.
-CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024}
+# On-chip buffers of a conv kernel, in elements: one image's input planes with their padding, one
+# image's output planes (grad_output's, for the weight gradient), the weights, the output planes'
+# biases, and the weight gradient's per-column sums of an output row.
+CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024, "row": 1024}
+# A kernel adds into a pixel's sum once per tap, and the weight gradient into a column's once per
+# row: planes of fewer pixels, or rows of fewer columns, than the float adder's latency would break
+# II=1, so such convolutions run unfused.
 MIN_PIXELS = 16
+MIN_ROW = 8
 SIZES = ("batch", "channels", "height", "width", "outs", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "oh", "ow")
 
 
@@ -217,12 +220,13 @@ def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:
     kernel on the device."""
     from .runner import RECORDED, available
 
-    n, c, h, w, outs, kh, kw = sizes[:7]
+    n, c, h, w, outs, kh, kw, _, _, ph, pw = sizes[:11]
     oh, ow = sizes[-2:]
-    image, out = c * h * w, outs * oh * ow
-    if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, image, out) <= 0
+    image, out = c * (h + 2 * ph) * (w + 2 * pw), outs * oh * ow
+    if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, c * h * w, out) <= 0
             or image > CAPS["image"] or out > CAPS["out"] or outs * c * kh * kw > CAPS["weights"]
-            or outs > CAPS["outs"] or oh * ow < MIN_PIXELS):
+            or outs > CAPS["outs"] or ow > CAPS["row"] or oh * ow < MIN_PIXELS
+            or (kernel.role == "weight_grad" and ow < MIN_ROW)):
         return False
     RECORDED[kernel.name] = kernel
     return available(kernel, operands[0].device)

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from aten_fpga.compile import codegen
-from aten_fpga.compile.fuse import partition, plan
+from aten_fpga.compile.conv import ConvKernel, fuse_convolutions
+from aten_fpga.compile.fuse import DTYPES, partition, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_vitis"))
 from scons_repo import make_repo, ok, scons, tool_log  # noqa: E402
@@ -37,19 +38,30 @@ def fused_kernels():
     return [plan(g).kernel for g in partition(gm)]
 
 
+def conv_kernels():
+    """A convolution with its bias and ReLU (the forward conv kernel), and a weight gradient's."""
+    gm = make_fx(lambda x, w, b: F.conv2d(x, w, b).relu(), tracing_mode="fake")(
+        torch.randn(2, 3, 12, 12), torch.randn(4, 3, 3, 3), torch.randn(4))
+    (forward,) = fuse_convolutions(gm)
+    return forward.kernel, ConvKernel(DTYPES["float32"], "weight_grad", bias=True)
+
+
 def test_hw_builds_the_exported_fused_kernels(tmp_path):
     repo = make_repo(tmp_path)
     chain, gemm, prologue = fused_kernels()
+    conv, conv_grad = conv_kernels()
     assert prologue.a_steps and prologue.a_rows is not None, prologue
+    assert conv.role == "forward" and conv.bias and len(conv.steps) == 1, conv
     folder = tmp_path / "fused"
     folder.mkdir()
-    for kernel in (chain, gemm, prologue):
+    for kernel in (chain, gemm, prologue, conv, conv_grad):
         (folder / f"{kernel.name}.cpp").write_text(codegen.render(kernel, 4))
     ok(scons(repo, "target=hw", "platform=u250", "opt=4", f"fused={folder}", "xclbin"))
     runs = tool_log(repo)
     out = f"build/hw/{U250}/opt4"
     compiles = {r[r.index("-k") + 1]: r for r in runs if r[1] == "-c"}
-    assert set(compiles) == {"v_add_float32", "v_mul_float32", chain.name, gemm.name, prologue.name}
+    assert set(compiles) == {"v_add_float32", "v_mul_float32", chain.name, gemm.name, prologue.name, conv.name,
+                             conv_grad.name}
     link = runs[-1]
     config = (repo / out / "connectivity.cfg").read_text()
     # Each of their ports on a bank of its own, as the table's kernels' ports: the chain's in0,

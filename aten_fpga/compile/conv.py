@@ -37,6 +37,9 @@ CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024, "row": 102
 # II=1, so such convolutions run unfused.
 MIN_PIXELS = 16
 MIN_ROW = 8
+# Output planes a conv kernel computes side by side: one input pixel meets LANES_O planes' weights
+# per cycle (LANES_O multiply-adds); its output planes are held in blocks of LANES_O.
+LANES_O = 16
 SIZES = ("batch", "channels", "height", "width", "outs", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "oh", "ow")
 
 
@@ -222,7 +225,7 @@ def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:
 
     n, c, h, w, outs, kh, kw, _, _, ph, pw = sizes[:11]
     oh, ow = sizes[-2:]
-    image, out = c * (h + 2 * ph) * (w + 2 * pw), outs * oh * ow
+    image, out = c * (h + 2 * ph) * (w + 2 * pw), -(-outs // LANES_O) * LANES_O * oh * ow  # whole blocks
     if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, c * h * w, out) <= 0
             or image > CAPS["image"] or out > CAPS["out"] or outs * c * kh * kw > CAPS["weights"]
             or outs > CAPS["outs"] or ow > CAPS["row"] or oh * ow < MIN_PIXELS

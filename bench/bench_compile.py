@@ -38,12 +38,14 @@ def train_step(module, x, t):
 
 
 def per_step(module, x, t):
-    """Launches and kernel bytes of one step."""
+    """Launches, kernel bytes and the conv kernels' work (multiply-adds, cycles) of one step."""
     module.zero_grad(set_to_none=True)  # not counted: it launches nothing
     aten_fpga.reset_stats()
+    afc.conv.WORK.update(macs=0, cycles=0)
     module(x, t).backward()
     rep = aten_fpga.report()
-    return sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values())
+    return (sum(r["launches"] for r in rep.values()), sum(r["kernel_bytes"] for r in rep.values()),
+            dict(afc.conv.WORK))
 
 
 def bench(name: str, steps: int) -> dict:
@@ -75,15 +77,16 @@ def bench(name: str, steps: int) -> dict:
     cpu_s = median_seconds(run(cpu, x, t), steps)
     eager_s = median_seconds(run(eager, dx, dt), steps)
     compiled_s = median_seconds(run(compiled, dx, dt), steps)
-    eager_launches, eager_bytes = per_step(eager, dx, dt)
-    fused_launches, fused_bytes = per_step(compiled, dx, dt)
+    eager_launches, eager_bytes, _ = per_step(eager, dx, dt)
+    fused_launches, fused_bytes, conv_work = per_step(compiled, dx, dt)
     return {"model": name, "compile_s": compile_s, "kernels_built": built,
             "cpu_steps_per_s": 1 / cpu_s, "eager_steps_per_s": 1 / eager_s, "compiled_steps_per_s": 1 / compiled_s,
             "speedup_vs_eager": eager_s / compiled_s,
             "eager_launches": eager_launches, "compiled_launches": fused_launches,
             "launch_ratio": eager_launches / max(1, fused_launches),
             "eager_kernel_bytes": eager_bytes, "compiled_kernel_bytes": fused_bytes,
-            "bytes_ratio": eager_bytes / max(1, fused_bytes)}
+            "bytes_ratio": eager_bytes / max(1, fused_bytes),
+            "conv_macs": conv_work["macs"], "conv_kernel_cycles": conv_work["cycles"]}
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,8 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
   s_axilite  every scalar argument, and `return`, has an s_axilite interface
   dataflow   levels 2-4 have `#pragma HLS DATAFLOW`
   pipeline   every streaming loop -- one that holds no other (non-unrolled) loop and calls no
-             stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one
+             stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one (a partial
+             `UNROLL factor=N` leaves it a loop: it must be pipelined itself)
   label      every loop is labelled (`name:` before the `for`), so reports and directives can name it
   tripcount  every loop whose bound is not a constant (a literal or an UPPER_CASE name) and is not
              UNROLLed has `LOOP_TRIPCOUNT`, so the report's latency is a number
@@ -34,6 +35,7 @@ _PRAGMA = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+(\w+)\s+([^\n]*)")
 _FOR = re.compile(r"\bfor\s*\(")
 _LABEL = re.compile(r"\b\w+\s*:\s*$")
 _CONSTANT = re.compile(r"^(\d+|[A-Z][A-Z0-9_]*)$")
+_UNROLLED = re.compile(r"#pragma\s+HLS\s+UNROLL\b(?!\s+factor=)")  # completely: no loop is left
 # The categories whose templates label every loop and bound every variable trip count; the label and
 # tripcount rules apply to their kernels (the other templates are yet to be converted).
 LABELLED = ("unary", "binary", "ternary", "reduce", "norm")
@@ -123,8 +125,8 @@ def _loop_problems(text: str) -> list[str]:
     stages = set(re.findall(r"^\s*void\s+(\w+)\s*\(", text, re.M))
     problems = []
     for i, j, pragmas, header in loops:
-        unrolled = "UNROLL" in pragmas
-        inner = [l for l in loops if i < l[0] < j and "UNROLL" not in l[2]]
+        unrolled = bool(_UNROLLED.search(pragmas))
+        inner = [l for l in loops if i < l[0] < j and not _UNROLLED.search(l[2])]
         calls_stage = any(re.search(rf"(?<![.\w]){f}\s*(<[^;(){{}}]*>)?\s*\(", text[i:j])  # not s.read();
                           for f in stages)  # a template stage: f<R, C>(...)
         if unrolled or inner or calls_stage:
@@ -145,7 +147,7 @@ def _label_problems(text: str) -> list[str]:
         pragmas = re.match(r"(\s*#pragma[^\n]*\n)*", text[i + 1:j]).group(0)
         cond = header[header.index("(") + 1:].split(";")[1] if header.count(";") >= 2 else ""
         bound = re.split(r"<=|<|>=|>|!=", cond)[-1].strip()
-        if "UNROLL" in pragmas or _CONSTANT.match(bound) or "LOOP_TRIPCOUNT" in pragmas:
+        if _UNROLLED.search(pragmas) or _CONSTANT.match(bound) or "LOOP_TRIPCOUNT" in pragmas:
             continue
         problems.append(f"tripcount: loop `{header}` has a variable bound and no LOOP_TRIPCOUNT")
     return problems

@@ -11,7 +11,7 @@ from codegen import abi
 from codegen.gen_hls import template_env
 from codegen.plan import HLS_ROOT
 
-from .conv import CAPS, LANES_O, MIN_PIXELS, MIN_ROW, SIZES, ConvKernel
+from .conv import CAPS, LANES_O, LANES_X, MIN_PIXELS, MIN_ROW, SIZES, ConvKernel
 from .fuse import MAX_COLUMNS, FusedKernel, GemmEpilogue, library_op
 
 
@@ -27,7 +27,7 @@ def render(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> str:
     if isinstance(kernel, ConvKernel):
         return _env().get_template(f"conv/opt{level}.cpp.j2").render(
             ck=kernel, level=level, partials=abi.REDUCE_PARTIALS, caps=CAPS, min_pixels=MIN_PIXELS,
-            min_row=MIN_ROW, opar=LANES_O)
+            min_row=MIN_ROW, opar=LANES_O, opar_x=LANES_X)
     if isinstance(kernel, GemmEpilogue):
         return _env().get_template(f"gemm/opt{level}.cpp.j2").render(
             kernel=kernel, op=library_op("gemm/gemm"), dtype=kernel.dtype, level=level, epi=kernel)

@@ -32,14 +32,21 @@ aten = torch.ops.aten
 # image's output planes (grad_output's, for the weight gradient), the weights, the output planes'
 # biases, and the weight gradient's per-column sums of an output row.
 CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024, "row": 1024}
-# A kernel adds into a pixel's sum once per tap, and the weight gradient into a column's once per
-# row: planes of fewer pixels, or rows of fewer columns, than the float adder's latency would break
-# II=1, so such convolutions run unfused.
-MIN_PIXELS = 16
-MIN_ROW = 8
 # Output planes a conv kernel computes side by side: one input pixel meets LANES_O planes' weights
-# per cycle (LANES_O multiply-adds); its output planes are held in blocks of LANES_O.
+# per cycle (LANES_O multiply-adds); its output planes are held in blocks of LANES_O. The forward
+# and input gradient kernels take LANES_X pixels of a row at once besides.
 LANES_O = 16
+LANES_X = 8
+# A kernel adds into a pixel's sum once per tap (LANES_X pixels per cycle), and the weight gradient
+# into a column's once per row: planes of fewer pixels, or rows of fewer columns, than that many
+# cycles of the float adder's latency (8) would break II=1, so such convolutions run unfused.
+MIN_PIXELS = 8 * LANES_X
+MIN_ROW = 8
+# What this process's conv kernels did: their multiply-adds, and their cycles at II=1 as written
+# (the window-summing stage's loops; pipeline fills not counted). bench/perf_model.py --compile
+# projects a card's compiled step from them, and eager's convolutions from the multiply-adds on the
+# GEMM kernel's PE array.
+WORK = {"macs": 0, "cycles": 0}
 SIZES = ("batch", "channels", "height", "width", "outs", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "oh", "ow")
 
 
@@ -228,8 +235,8 @@ def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:
     image, out = c * (h + 2 * ph) * (w + 2 * pw), -(-outs // LANES_O) * LANES_O * oh * ow  # whole blocks
     if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, c * h * w, out) <= 0
             or image > CAPS["image"] or out > CAPS["out"] or outs * c * kh * kw > CAPS["weights"]
-            or outs > CAPS["outs"] or ow > CAPS["row"] or oh * ow < MIN_PIXELS
-            or (kernel.role == "weight_grad" and ow < MIN_ROW)):
+            or outs > CAPS["outs"] or ow > CAPS["row"]
+            or (oh * ow < MIN_PIXELS if kernel.role != "weight_grad" else ow < MIN_ROW)):
         return False
     RECORDED[kernel.name] = kernel
     return available(kernel, operands[0].device)
@@ -239,6 +246,26 @@ def _run(kernel: ConvKernel, operands: list, outs: list, sizes: list) -> None:
     from .runner import _port
 
     _C.fused_run(kernel.name, [_port(t) for t in operands], outs, sizes)
+    macs, cycles = work(kernel, sizes)
+    WORK["macs"] += macs
+    WORK["cycles"] += cycles
+
+
+def work(kernel: ConvKernel, sizes: list) -> tuple[int, int]:
+    """(multiply-adds, cycles) of one call of `kernel` with `sizes`: per image, its planes loaded,
+    then per tap and block of LANES_O planes the weights (LANES_O cycles) and a pass over the
+    output plane; the forward stores its planes, the weight gradient loads grad_output's and sums
+    each block's columns (two passes over a row, the partials' tree, LANES_O adds); the forward's
+    passes take LANES_X pixels of a row per cycle."""
+    n, c, h, w, outs, kh, kw = sizes[:7]
+    oh, ow = sizes[-2:]
+    taps, blocks, pixels = c * kh * kw, -(-outs // LANES_O), oh * ow
+    per_image = c * h * w + outs * pixels
+    if kernel.role == "weight_grad":
+        per_image += (taps + kernel.bias) * blocks * (pixels + 2 * ow + LANES_O + 4)
+    else:
+        per_image += taps * blocks * (LANES_O + oh * -(-ow // LANES_X)) + blocks * pixels
+    return n * taps * outs * pixels, n * per_image
 
 
 def fuse_convolutions(gm: fx.GraphModule) -> list:

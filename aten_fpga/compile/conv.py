@@ -234,7 +234,7 @@ def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:
     oh, ow = sizes[-2:]
     image, out = c * (h + 2 * ph) * (w + 2 * pw), -(-outs // LANES_O) * LANES_O * oh * ow  # whole blocks
     if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, c * h * w, out) <= 0
-            or image > CAPS["image"] or out > CAPS["out"] or outs * c * kh * kw > CAPS["weights"]
+            or image > CAPS["image"] or out > CAPS["out"] or -(-outs // LANES_O) * LANES_O * c * kh * kw > CAPS["weights"]
             or outs > CAPS["outs"] or ow > CAPS["row"]
             or (oh * ow < MIN_PIXELS if kernel.role != "weight_grad" else ow < MIN_ROW)):
         return False
@@ -252,11 +252,11 @@ def _run(kernel: ConvKernel, operands: list, outs: list, sizes: list) -> None:
 
 
 def work(kernel: ConvKernel, sizes: list) -> tuple[int, int]:
-    """(multiply-adds, cycles) of one call of `kernel` with `sizes`: per image, its planes loaded,
-    then per tap and block of LANES_O planes the weights (LANES_O cycles) and a pass over the
-    output plane; the forward stores its planes, the weight gradient loads grad_output's and sums
-    each block's columns (two passes over a row, the partials' tree, LANES_O adds); the forward's
-    passes take LANES_X pixels of a row per cycle."""
+    """(multiply-adds, cycles) of one call of `kernel` with `sizes`: the weights loaded once (the
+    gradients stored once); per image its planes loaded, then per tap and block of LANES_O planes a
+    pass over the output plane (LANES_X pixels of a row per cycle in the forward, which then stores
+    its planes; one pixel in the weight gradient, which loads grad_output's and then sums each
+    block's columns: two passes over a row, the partials' tree, LANES_O adds)."""
     n, c, h, w, outs, kh, kw = sizes[:7]
     oh, ow = sizes[-2:]
     taps, blocks, pixels = c * kh * kw, -(-outs // LANES_O), oh * ow
@@ -264,8 +264,8 @@ def work(kernel: ConvKernel, sizes: list) -> tuple[int, int]:
     if kernel.role == "weight_grad":
         per_image += (taps + kernel.bias) * blocks * (pixels + 2 * ow + LANES_O + 4)
     else:
-        per_image += taps * blocks * (LANES_O + oh * -(-ow // LANES_X)) + blocks * pixels
-    return n * taps * outs * pixels, n * per_image
+        per_image += taps * blocks * (1 + oh * -(-ow // LANES_X)) + blocks * pixels
+    return n * taps * outs * pixels, outs * taps + n * per_image
 
 
 def fuse_convolutions(gm: fx.GraphModule) -> list:

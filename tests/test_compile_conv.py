@@ -165,3 +165,26 @@ def test_conv_kernels_pass_the_lint(role):
         kernel = ConvKernel(f32, role, bias=bias and role != "input_grad")
         for level in (1, 2, 3, 4):
             assert codegen.lint(kernel, level) == [], (role, bias, level)
+
+
+def test_dynamic_shapes_reuse_the_conv_kernels():
+    """Compiled with dynamic shapes, one graph serves batches and planes of other sizes: each step
+    runs the three conv kernels (forward, input and weight gradients), equal to eager."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).to("fpga")
+    step = torch.compile(model, backend="aten_fpga", dynamic=True)
+    for n, side in ((2, 12), (3, 14), (5, 12)):
+        x = on_device(torch.randn(n, 3, side, side), True)
+        model.zero_grad(set_to_none=True)
+        aten_fpga.reset_stats()
+        out = step(x)
+        out.sum().backward()
+        assert conv_kernels() == ["forward", "input_grad", "weight_grad"], (n, side, conv_kernels())
+        grads = [x.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
+        xr = x.detach().clone().requires_grad_()
+        model.zero_grad(set_to_none=True)
+        expected = model(xr)
+        expected.sum().backward()
+        torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=0, atol=0)
+        for got, want in zip(grads, [xr.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C
-from .fuse import DTYPES, POINTWISE, DType, Step, _literal, bind, library_op, pointwise_ok
+from .fuse import DTYPES, POINTWISE, DType, Step, _literal, _meta, bind, library_op, pointwise_ok
 
 aten = torch.ops.aten
 
@@ -116,11 +116,6 @@ def _geometry(args: dict) -> Geometry | None:
         return None
     geometry = Geometry(pair(args["stride"]), pair(args["padding"]), pair(args["dilation"]))
     return geometry if all(len(v) == 2 for v in (geometry.stride, geometry.padding, geometry.dilation)) else None
-
-
-def _meta(n):
-    v = n.meta.get("val") if isinstance(n, fx.Node) else None
-    return v if isinstance(v, torch.Tensor) else None
 
 
 def _float32_4d(*nodes) -> bool:

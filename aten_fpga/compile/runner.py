@@ -71,7 +71,7 @@ class FusedGroup(torch.nn.Module):
         maybe = lambda n: copy[n] if n is not None else None  # noqa: E731
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype, maybe(group.reduction),
                            maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
-                           maybe(group.a_operand), maybe(group.a_rows))
+                           maybe(group.a_operand), maybe(group.a_rows), [copy[n] for n in group.post])
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -90,7 +90,10 @@ class FusedGroup(torch.nn.Module):
     def forward(self, *inputs):
         if isinstance(self.plan.kernel, GemmEpilogue):
             return self._gemm(*inputs)
-        shape = torch.broadcast_shapes(*(t.shape for t in inputs))
+        # The chain's static sizes take part: a class selection is as wide as its classes, which no
+        # input of it need be (compile/loss.py).
+        static = tuple(d if isinstance(d, int) else 1 for d in self.group.shape)
+        shape = torch.broadcast_shapes(*(t.shape for t in inputs), static)
         device = next(t.device for t in inputs)
         numel = shape.numel()
         whole = self.group.reduction is not None and reduces_all(self.group.reduction)

@@ -14,7 +14,6 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import loss
 from .fuse import partition
 from .runner import FusedGroup, prebuild
 
@@ -31,14 +30,15 @@ _DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, ate
 def decompositions() -> dict:
     from torch._decomp import get_decompositions
 
-    return {**get_decompositions(_DECOMPOSE), **loss.decompositions()}  # nll_loss: compile/loss.py
+    from .loss import decompositions as class_selections
+
+    return {**get_decompositions(_DECOMPOSE), **class_selections()}  # nll_loss: compile/loss.py
 
 
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
     _transposed_products(graph)
-    loss.row_sums_of_selections(graph)
     modules = []
     for k, group in enumerate(partition(gm)):
         module = FusedGroup(group, gm)

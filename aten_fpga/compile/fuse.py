@@ -23,7 +23,7 @@ from codegen import library as kernel_library
 from codegen.model import DTYPES, DType, KernelOp
 from codegen.plan import HLS_ROOT
 
-from .loss import CLASS_SELECT, TARGET_VALID
+from .loss import CLASS_SELECT, TARGET_VALID, row_sums_of_selections
 
 aten = torch.ops.aten
 
@@ -516,6 +516,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
     """Groups of fusible nodes in graph order. A node joins the group of one of its inputs when
     shape and dtype match and no other path leads from the group to it (the group runs at its last
     node, so it must not wait for a node that waits for it); a reduction closes its group."""
+    row_sums_of_selections(gm.graph)  # the cross entropy's backward in one chain (compile/loss.py)
     group_of: dict[fx.Node, Group] = {}
     after: dict[fx.Node, set] = {}  # the groups a node depends on through nodes outside them
     groups: list[Group] = []

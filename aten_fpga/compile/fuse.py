@@ -100,7 +100,10 @@ class FusedKernel:
 
     @property
     def lanes(self) -> int:
-        return 512 // max(p.dtype.bits for p in self.ports)
+        """Elements per 512-bit word of the ports that stream words (an input read once per row or
+        once -- a class selection's int64 target -- is an element broadcast over the lanes)."""
+        words = [p for p in self.ports if p.mode in ("full", "row", "out")] or self.ports
+        return 512 // max(p.dtype.bits for p in words)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """torch.compile(backend="aten_fpga") of the cross entropy (log_softmax + nll_loss, forward and
 backward): nll_loss decomposes into class selections (aten_fpga/compile/loss.py) that fuse with the
 log_softmax chains around them -- a few fused kernels where eager launches about 40 -- and the
-loss and the gradient equal eager "fpga"'s bit for bit, ignored targets included. Cases it does not
+gradient equals eager "fpga"'s bit for bit (the loss within rounding: its sum adds in another
+order), ignored targets included. Cases it does not
 decompose (class weights, another reduction) run eager's nll_loss, unchanged."""
 from __future__ import annotations
 
@@ -67,8 +68,11 @@ def assert_lint_clean(kernels):
 
 
 def assert_same(got, expected):
-    for a, e in zip(got[:2], expected[:2]):
-        torch.testing.assert_close(a, e, rtol=0, atol=0, equal_nan=True)
+    """The gradient bit for bit (the same element functions on the same values); the loss within
+    rounding: its sum adds the picked log-probabilities in another order than eager's row sums."""
+    torch.testing.assert_close(got[1], expected[1], rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got[0], expected[0], rtol=2e-7 if got[0].dtype == torch.float32 else 1e-3, atol=0,
+                               equal_nan=True)
 
 
 @pytest.mark.parametrize("ignore_index, target", [
@@ -77,10 +81,10 @@ def assert_same(got, expected):
     (-100, [-100] * 8),  # every target ignored: 0 / 0, NaN as eager
 ])
 @pytest.mark.parametrize("classes", [10, 16])  # rows of whole 512-bit words or not (XCL_OPT 4 streams words or elements)
-def test_cross_entropy_is_five_kernels_and_bit_exact(level, ignore_index, target, classes):
+def test_cross_entropy_is_five_kernels_and_matches_eager(level, ignore_index, target, classes):
     """Forward: the row maximum (a lone reduction), exp of the shifted rows and their sums, the
     count of valid targets, and log + the selected log-probabilities' sum, negated and divided by
-    the count; backward: one kernel. Eager makes about 40 launches. Values: eager's."""
+    the count; backward: one kernel. Eager makes about 40 launches."""
     def f(z, t):
         return F.cross_entropy(z, t, ignore_index=ignore_index)
 
@@ -96,7 +100,7 @@ def test_cross_entropy_is_five_kernels_and_bit_exact(level, ignore_index, target
         torch.testing.assert_close(got[0], F.cross_entropy(z, t, ignore_index=ignore_index), rtol=1e-6, atol=1e-6)
 
 
-def test_float16_cross_entropy_is_bit_exact():
+def test_float16_cross_entropy_matches_eager():
     """float16 logits: the class selections step in float16 as eager's kernels store."""
     def f(z, t):
         return F.cross_entropy(z, t)
@@ -149,7 +153,7 @@ def test_classifier_reads_its_padded_logits_in_place(level, monkeypatch):
     fused.zero_grad(set_to_none=True)
     runner.RECORDED.clear()
     loss_c, rep = run(compiled)
-    torch.testing.assert_close(loss_c, loss_e, rtol=0, atol=0)
+    torch.testing.assert_close(loss_c, loss_e, rtol=2e-7, atol=0)
     for (name, pe), pc in zip(eager.named_parameters(), fused.parameters()):
         torch.testing.assert_close(pc.grad.cpu(), pe.grad.cpu(), rtol=1e-6, atol=1e-6, msg=name)
     kernels = [k for k in runner.RECORDED.values() if isinstance(k, FusedKernel)]

@@ -214,7 +214,7 @@ POINTWISE: dict = {
 # condition on the row's int64 target `t` -- the element's column `col` is the target, or the
 # target is a class -- the selected value (class_select's self, or 1) and 0.
 SELECTIONS: dict = {
-    CLASS_SELECT: lambda t, a: f"(int64_t(col) == {t} && {t} != int64_t({a['ignore_index']}))",
+    CLASS_SELECT: lambda t, a: f"(col == {t} && {t} != int64_t({a['ignore_index']}))",
     TARGET_VALID: lambda t, a: f"({t} >= 0 && {t} < int64_t({a['classes']}) && {t} != int64_t({a['ignore_index']}))",
 }
 

@@ -7,6 +7,7 @@ decompose (class weights, another reduction) run eager's nll_loss, unchanged."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -166,3 +167,32 @@ def test_classifier_reads_its_padded_logits_in_place(level, monkeypatch):
         _, dense = run(compiled)
         assert dense["copy_"]["launches"] > copies, (dense["copy_"], copies)
     assert_lint_clean(runner.RECORDED.values())
+
+
+def test_cross_entropy_runs_unfused_where_a_card_lacks_its_kernels(monkeypatch):
+    """On XRT without the fused kernels in the xclbin, the class selections run as their unfused
+    form (eq against the class indices, where: table kernels) with the same values."""
+    class Card:
+        def __getattr__(self, name):
+            return getattr(aten_fpga._C, name)
+
+        @staticmethod
+        def device_kind():
+            return "xrt"
+
+        @staticmethod
+        def fused_available(name, device=0):
+            return False
+
+    def f(z, t):
+        return F.cross_entropy(z, t, ignore_index=3)
+
+    z, t = logits(seed=8), torch.tensor([1, 3, 7, 9, 3, 0, 5, 2])
+    expected = step(f, z, t)
+    monkeypatch.setattr(runner, "_C", Card())
+    monkeypatch.setattr(runner, "_warned", set())
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        got = compiled_step(f, z, t)
+    assert "aten_fpga::fused" not in got[2] and got[2]["eq.Tensor_out"] >= 2, got[2]
+    assert_same(got, expected)

@@ -81,7 +81,7 @@ def assert_same(got, expected):
     (3, [1, 3, 7, 9, 3, 0, 5, 3]),  # an ignored class that targets name
     (-100, [-100] * 8),  # every target ignored: 0 / 0, NaN as eager
 ])
-@pytest.mark.parametrize("classes", [10, 16])  # rows of whole 512-bit words or not (XCL_OPT 4 streams words or elements)
+@pytest.mark.parametrize("classes", [10, 16])  # rows of whole 512-bit words or not (XCL_OPT 4: elements or words)
 def test_cross_entropy_is_five_kernels_and_matches_eager(level, ignore_index, target, classes):
     """Forward: the row maximum (a lone reduction), exp of the shifted rows and their sums, the
     count of valid targets, and log + the selected log-probabilities' sum, negated and divided by

@@ -46,7 +46,8 @@ def _hits(target: torch.Tensor, ignore_index: int, classes: int) -> torch.Tensor
 def class_select(self: torch.Tensor, target: torch.Tensor, ignore_index: int, classes: int) -> torch.Tensor:
     """`self` broadcast to [N, classes] where column j is `target[r]` (an [N, 1] int64) and not
     `ignore_index`, else 0."""
-    return torch.where(_hits(target, ignore_index, classes), self, torch.zeros((), dtype=self.dtype, device=self.device))
+    zero = torch.zeros((), dtype=self.dtype, device=self.device)
+    return torch.where(_hits(target, ignore_index, classes), self, zero)
 
 
 @class_select.register_fake

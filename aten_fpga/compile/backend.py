@@ -31,7 +31,9 @@ _DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, ate
 def decompositions() -> dict:
     from torch._decomp import get_decompositions
 
-    return get_decompositions(_DECOMPOSE)
+    from .loss import decompositions as class_selections
+
+    return {**get_decompositions(_DECOMPOSE), **class_selections()}  # nll_loss: compile/loss.py
 
 
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:

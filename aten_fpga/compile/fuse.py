@@ -23,6 +23,8 @@ from codegen import library as kernel_library
 from codegen.model import DTYPES, DType, KernelOp
 from codegen.plan import HLS_ROOT
 
+from .loss import CLASS_SELECT, TARGET_VALID, row_sums_of_selections
+
 aten = torch.ops.aten
 
 # The most arguments a kernel may have (AFPGA_EMU_MAX_ARGS, kernels/hls/emu/image.h).
@@ -75,10 +77,21 @@ class FusedKernel:
     # reduction of rows of 10, a bias of 84) streams elements instead: its own kernel, with no
     # padded copies of its operands (its data is small: rows shorter than a word, or few of them).
     words: bool = True
+    # Steps that read `col`, the element's column (a class selection): the kernel counts columns.
+    column: bool = False
+    # Steps applied to a whole reduction's result `total` before it is stored (a mean loss's negation
+    # and division by its count), with scalar inputs (`post_inputs`).
+    post: tuple[Step, ...] = ()
 
     @property
     def ports(self) -> tuple[Port, ...]:
         return self.inputs + self.outputs + ((self.reduction.port,) if self.reduction else ())
+
+    @property
+    def post_inputs(self) -> tuple[Port, ...]:
+        """The scalar input ports only the post steps read (the reduce stage's, not the compute's)."""
+        used = {a for s in self.post for a in s.args}
+        return tuple(p for p in self.inputs if f"x_{p.name}" in used)
 
     @functools.cached_property  # hashing its repr takes ~0.1 ms: once per kernel, not per call
     def name(self) -> str:
@@ -87,7 +100,10 @@ class FusedKernel:
 
     @property
     def lanes(self) -> int:
-        return 512 // max(p.dtype.bits for p in self.ports)
+        """Elements per 512-bit word of the ports that stream words (an input read once per row or
+        once -- a class selection's int64 target -- is an element broadcast over the lanes)."""
+        words = [p for p in self.ports if p.mode in ("full", "row", "out")] or self.ports
+        return 512 // max(p.dtype.bits for p in words)
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,35 @@ POINTWISE: dict = {
     aten.tanh_backward.default: ElementOp("binary/tanh_backward", ("grad_output", "output")),
 }
 
+# Class selections (compile/loss.py, the cross entropy): the table's `where` (ternary/where) of a
+# condition on the row's int64 target `t` -- the element's column `col` is the target, or the
+# target is a class -- the selected value (class_select's self, or 1) and 0.
+SELECTIONS: dict = {
+    CLASS_SELECT: lambda t, a: f"(col == {t} && {t} != int64_t({a['ignore_index']}))",
+    TARGET_VALID: lambda t, a: f"({t} >= 0 && {t} < int64_t({a['classes']}) && {t} != int64_t({a['ignore_index']}))",
+}
+
+
+def selection_ok(node: fx.Node) -> bool:
+    """A class selection a fused chain computes: an [N, 1] int64 target, a static class count, and
+    for class_select a value of the output's dtype that spans the classes (its column is `col`)."""
+    v = _meta(node)
+    if node.op != "call_function" or node.target not in SELECTIONS or v is None or v.dtype not in DTYPES_FUSED:
+        return False
+    args = bind(node)
+    t = _meta(args["target"])
+    if t is None or t.dtype != torch.int64 or t.dim() != 2 or v.dim() != 2 or not isinstance(args["classes"], int):
+        return False
+    if node.target is CLASS_SELECT:
+        m = _meta(args["self"])
+        return m is not None and m.dtype == v.dtype and v.shape[-1] == args["classes"]
+    return True
+
+
+def _selects(nodes) -> bool:
+    return any(n.target in SELECTIONS for n in nodes)
+
+
 # The reductions a fused GEMM's write stage accumulates -- sums and means over every row (per
 # column) or every element, maxima over the last dim (per row: softmax's amax) -- and the dtype
 # they may run in: the write stage keeps a tile's sums in the accumulator type (float32) and the
@@ -279,6 +324,8 @@ def input_mode(shape, full) -> str | None:
 
 
 def pointwise_ok(node: fx.Node) -> bool:
+    if node.op == "call_function" and node.target in SELECTIONS:
+        return selection_ok(node)
     v = _meta(node)
     if node.op != "call_function" or node.target not in POINTWISE or v is None or v.dtype not in DTYPES_FUSED:
         return False
@@ -405,10 +452,12 @@ class Group:
     prologue: list = field(default_factory=list)
     a_operand: fx.Node | None = None
     a_rows: fx.Node | None = None
+    # Pointwise nodes of one value after a whole reduction (FusedKernel.post), in order.
+    post: list = field(default_factory=list)
 
     @property
     def members(self) -> set:
-        return (set(self.nodes) | set(self.reductions) | set(self.prologue)
+        return (set(self.nodes) | set(self.reductions) | set(self.prologue) | set(self.post)
                 | {n for n in (self.reduction, self.a_rows) if n is not None})
 
 
@@ -423,7 +472,7 @@ def _joins_gemm(node: fx.Node, g: Group) -> bool:
         return False
     if node.op == "call_function" and node.target in VIEWS:
         return bind(node)["self"] in members and v.dtype == g.dtype
-    if not pointwise_ok(node) or v.dtype != g.dtype:
+    if not pointwise_ok(node) or v.dtype != g.dtype or node.target in SELECTIONS:
         return False
     others = [a for a in node.all_input_nodes if a not in members]
     if any(input_mode(tuple(_meta(a).shape), tuple(v.shape)) is None for a in others):
@@ -470,6 +519,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
     """Groups of fusible nodes in graph order. A node joins the group of one of its inputs when
     shape and dtype match and no other path leads from the group to it (the group runs at its last
     node, so it must not wait for a node that waits for it); a reduction closes its group."""
+    row_sums_of_selections(gm.graph)  # the cross entropy's backward in one chain (compile/loss.py)
     group_of: dict[fx.Node, Group] = {}
     after: dict[fx.Node, set] = {}  # the groups a node depends on through nodes outside them
     groups: list[Group] = []
@@ -486,11 +536,15 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         if view is not None and view[1] in group_of:
             candidates.append(group_of[view[1]])
         for g in candidates:
-            if g.reduction is not None:
-                continue
             through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes
                                 if group_of.get(a) is not g and (view is None or a is not view[0]))
             if through_other:
+                continue
+            if g.reduction is not None:
+                if _post_ok(node, g):
+                    g.post.append(node)
+                    group_of[node] = g
+                    break
                 continue
             if g.gemm is not None:
                 if _joins_gemm(node, g):
@@ -525,7 +579,65 @@ def partition(gm: fx.GraphModule) -> list[Group]:
     groups = _absorb_producers(gm, groups)
     groups = operand_prologues(gm, groups)
     groups = _sums_to_readers(groups)
+    groups = _merge_into_consumers(gm, groups)
     return [g for g in groups if _gains(g)]
+
+
+def _post_ok(node: fx.Node, g: Group) -> bool:
+    """Whether pointwise `node` applies to the value of `g`'s whole reduction (or of its last post
+    step) as a post step: that value is its only use, its result has that value's shape, and its
+    other operands are single values the group does not otherwise read (scalar ports of the
+    reduce stage)."""
+    last = g.post[-1] if g.post else g.reduction
+    if (g.gemm is not None or not reduces_all(g.reduction) or not pointwise_ok(node) or node.target in SELECTIONS
+            or list(last.users) != [node] or _meta(node).dtype != g.dtype
+            or not _same_shape(_meta(node).shape, _meta(last).shape)):
+        return False
+    members = g.members
+    read = {a for n in members for a in n.all_input_nodes if a not in members}
+    others = [a for a in node.all_input_nodes if a is not last]
+    return (all(_meta(a) is not None and _meta(a).numel() == 1 and a not in read for a in others)
+            and _ports_needed(g.nodes + g.post + [node], g.reduction) <= MAX_PORTS)
+
+
+def _merge_into_consumers(gm: fx.GraphModule, groups: list) -> list:
+    """A pointwise group whose values only one other (pointwise) group uses merges into it, its
+    steps computed there per element, when its inputs read in place against that group's shape:
+    the launch goes and so do its outputs' writes and reads. Such a group is a chain the greedy
+    walk left beside its consumer -- a value per row (the log of a row sum), one value (a loss
+    gradient's scale), or a sibling whose user joined the other input's group -- and its values
+    broadcast into the consumer's elements (a value per row is computed again for every element
+    of its row, by the same element functions: the same values)."""
+    position = {n: i for i, n in enumerate(gm.graph.nodes)}
+    merged = True
+    while merged:
+        merged = False
+        for h in groups:
+            g = _consumer(h, groups)
+            if g is not None:
+                g.nodes = sorted(g.nodes + h.nodes, key=position.__getitem__)
+                groups = [x for x in groups if x is not h]
+                merged = True
+                break
+    return groups
+
+
+def _consumer(h: Group, groups: list) -> Group | None:
+    """The group `h` can merge into (_merge_into_consumers), or None."""
+    if h.gemm is not None or h.reduction is not None or h.prologue or not h.nodes:
+        return None
+    members = set(h.nodes)
+    users = {u for n in h.nodes for u in n.users if u not in members}
+    g = next((x for x in groups if x is not h and users and users <= x.members), None)
+    if (g is None or g.gemm is not None or g.prologue or g.dtype != h.dtype or users & set(g.post)
+            or input_mode(h.shape, g.shape) is None):
+        return None
+    if any(n.target is CLASS_SELECT and not _same_shape(_meta(n).shape, g.shape) for n in h.nodes):
+        return None  # its `col` is the consumer's column only when it spans the consumer's rows
+    inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
+    if any(a in g.post or input_mode(tuple(_meta(a).shape), g.shape) is None for a in inputs):
+        return None
+    return g if _ports_needed(g.nodes + h.nodes + g.post, g.reduction) <= MAX_PORTS else None
 
 
 def _absorb_producers(gm: fx.GraphModule, groups: list) -> list:
@@ -551,7 +663,8 @@ def _absorb_producers(gm: fx.GraphModule, groups: list) -> list:
 def _absorbable(h: Group, g: Group, position: dict) -> bool:
     members = set(h.nodes)
     inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
-    if h.dtype != g.dtype or not _same_rows(h.shape, g.shape) or any(position[a] > position[g.gemm] for a in inputs):
+    if (h.dtype != g.dtype or not _same_rows(h.shape, g.shape) or any(position[a] > position[g.gemm] for a in inputs)
+            or _selects(h.nodes) or h.post):
         return False
     if any(input_mode(tuple(_meta(a).shape), tuple(_meta(n).shape)) is None
            for n in h.nodes for a in n.all_input_nodes if a not in members):
@@ -610,7 +723,7 @@ def _transposes(path: list) -> int:
 def _prologue_of(gm: fx.GraphModule, h: Group, by_gemm: dict) -> list | None:
     """The GEMM groups that take `h` as their a operand's prologue (the graph rewired so that each
     has its own copy), or None when `h` does not qualify."""
-    if h.gemm is not None or h.dtype != torch.float32 or not h.nodes:
+    if h.gemm is not None or h.dtype != torch.float32 or not h.nodes or _selects(h.nodes) or h.post:
         return None
     members = set(h.nodes)
     inputs = {a for n in h.nodes for a in n.all_input_nodes if a not in members}
@@ -814,13 +927,21 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
     def step(n, ns: str, into: list, name: str) -> None:
         """Node n's step, appended to `into`; its value is called name + its index."""
         args = bind(n)
-        spec = POINTWISE[n.target]
-        op = library_op(spec.op_for(args))
-        fns = dict(spec.scalars)
         i = len(into)
-        shape = tuple(_meta(n).shape)
-        scalars = tuple(f"{ns}{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-        step_args = tuple(operand(args[o], shape, ns, i) for o in spec.operands)
+        # A chain's operands are read against its shape (a merged value per row too, _merge_into_consumers)
+        shape = group.shape if gemm is None else tuple(_meta(n).shape)
+        if n.target in SELECTIONS:  # where(condition on the target, the selected value, 0)
+            op = library_op("ternary/where")
+            chosen = args["self"] if n.target is CLASS_SELECT else 1
+            t = operand(args["target"], shape, ns, i)
+            step_args = (SELECTIONS[n.target](t, args), operand(chosen, shape, ns, i), operand(0, shape, ns, i))
+            scalars = ()
+        else:
+            spec = POINTWISE[n.target]
+            op = library_op(spec.op_for(args))
+            fns = dict(spec.scalars)
+            scalars = tuple(f"{ns}{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
+            step_args = tuple(operand(args[o], shape, ns, i) for o in spec.operands)
         into.append(Step(f"{name}{i}", op, dtype, step_args, scalars))
         values[n] = f"{name}{i}"
 
@@ -876,11 +997,16 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
                     group.shape)
     outputs = tuple(Port(f"out{k}", dtype, "out", values[n]) for k, n in enumerate(out_nodes))
     reduction = None
+    post: list[Step] = []
     if group.reduction is not None:
         src = reduced_member(group.reduction, group)
         value = values[src] if src in values else operand(src, group.shape)  # a column sum on its own reads its input
         reduction = Reduction(REDUCTIONS[group.reduction.target], value, "red", Port("red", dtype, "reduced"),
                               reduces_columns(group.reduction), reduces_all(group.reduction))
-        out_nodes.append(group.reduction)
-    kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction, words)
+        values[group.reduction] = "total"  # the post steps' source: the reduction's result
+        for n in group.post:
+            step(n, "p", post, "w")
+        out_nodes.append(group.post[-1] if group.post else group.reduction)
+    kernel = FusedKernel(tuple(ports_in), tuple(steps), outputs, reduction, words,
+                         _selects(group.nodes), tuple(post))
     return Plan(kernel, tuple(in_nodes), tuple(out_nodes), group.shape)

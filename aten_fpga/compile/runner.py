@@ -72,7 +72,7 @@ class FusedGroup(torch.nn.Module):
         maybe = lambda n: copy[n] if n is not None else None  # noqa: E731
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype, maybe(group.reduction),
                            maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
-                           maybe(group.a_operand), maybe(group.a_rows))
+                           maybe(group.a_operand), maybe(group.a_rows), [copy[n] for n in group.post])
         self._variants: dict = {}  # input modes -> Plan
         if group.gemm is not None:
             args = bind(group.gemm)
@@ -91,7 +91,10 @@ class FusedGroup(torch.nn.Module):
     def forward(self, *inputs):
         if isinstance(self.plan.kernel, GemmEpilogue):
             return self._gemm(*inputs)
-        shape = torch.broadcast_shapes(*(t.shape for t in inputs))
+        # The chain's static sizes take part: a class selection is as wide as its classes, which no
+        # input of it need be (compile/loss.py).
+        static = tuple(d if isinstance(d, int) else 1 for d in self.group.shape)
+        shape = torch.broadcast_shapes(*(t.shape for t in inputs), static)
         device = next(t.device for t in inputs)
         numel = shape.numel()
         whole = self.group.reduction is not None and reduces_all(self.group.reduction)
@@ -106,10 +109,12 @@ class FusedGroup(torch.nn.Module):
             mode = input_mode(tuple(t.shape), tuple(shape))
             if mode is None:
                 t, mode = t.expand(shape), "full"  # made dense on the device below
+            elif mode == "full" and not t.is_contiguous() and (padded := _padded_rows(t)) is not None:
+                t, mode = padded, "pitched"  # a fused GEMM's output: read in place
             modes.append(mode)
             operands.append(_port(t))
         # Rows (reduced, or read by a broadcast input) that are not whole words: the element form.
-        rows_matter = self.group.reduction is not None or any(m in ("row", "col") for m in modes)
+        rows_matter = self.group.reduction is not None or any(m in ("row", "col", "pitched") for m in modes)
         p = self._variant(tuple(modes), not rows_matter or inner % self.plan.kernel.lanes == 0)
         kernel = p.kernel
         RECORDED[kernel.name] = kernel
@@ -197,6 +202,24 @@ def _gemm_port(t: torch.Tensor, mode: str, m: int, n: int, pitch: int) -> torch.
         padded[:n].copy_(t.reshape(n))
         return padded
     return _port(t)
+
+
+def _padded_rows(t: torch.Tensor) -> torch.Tensor | None:
+    """The rows of `t` with their padding, as one contiguous tensor, when `t` is rows padded to
+    whole 512-bit words (a fused GEMM's output at XCL_OPT 4, runner._gemm): a fused chain reads it
+    in place (mode "pitched") instead of a dense copy."""
+    if t.dim() < 2 or t.stride(-1) != 1:
+        return None
+    words = 64 // t.element_size()
+    n = t.shape[-1]
+    pitch = -(-n // words) * words
+    rows = t.numel() // n
+    row_major = all(size == 1 or stride == pitch * math.prod(t.shape[i + 1:-1])
+                    for i, (size, stride) in enumerate(zip(t.shape[:-1], t.stride()[:-1])))
+    fits = t.storage_offset() + rows * pitch <= t.untyped_storage().nbytes() // t.element_size()
+    if not (row_major and fits and (t.storage_offset() * t.element_size()) % 64 == 0):
+        return None
+    return t.as_strided((rows, pitch), (pitch, 1))
 
 
 def _port(t: torch.Tensor) -> torch.Tensor:

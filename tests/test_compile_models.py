@@ -34,7 +34,7 @@ def counted_step(module, x, t):
 # bytes 2.10x, 2.59x, 1.03x. The MLP and the score block are held to the issue's targets (3x fewer
 # launches, 2x fewer bytes); LeNet's step is mostly the convolutions' layout copies, the cross
 # entropy's small kernels and their own kernels, the same in both, and its bound keeps what is there.
-FEWER = {"mlp": (3.0, 2.0), "scores": (3.0, 2.0), "cnn": (2.0, 3.0)}  # (launches, bytes) eager / compiled >=
+FEWER = {"mlp": (3.0, 2.0), "scores": (3.0, 2.0), "cnn": (3.0, 3.0)}  # (launches, bytes) eager / compiled >=
 
 
 @pytest.mark.parametrize("name", list(cm.MODELS))

@@ -43,7 +43,7 @@ def conv_kernels():
     gm = make_fx(lambda x, w, b: F.conv2d(x, w, b).relu(), tracing_mode="fake")(
         torch.randn(2, 3, 12, 12), torch.randn(4, 3, 3, 3), torch.randn(4))
     (forward,) = fuse_convolutions(gm)
-    return forward.kernel, ConvKernel(DTYPES["float32"], "weight_grad", bias=True)
+    return forward.kernel, ConvKernel(DTYPES["float32"], "weight_grad", bias=True, kw=3)
 
 
 def test_hw_builds_the_exported_fused_kernels(tmp_path):

@@ -92,8 +92,9 @@ def test_convolution_training_step(level):
 
 
 def test_convolutions_the_kernels_do_not_take_run_unfused():
-    """A grouped convolution stays an aten node; a stride-2 convolution's input gradient, and
-    planes larger than the kernels' buffers, run through eager dispatch -- correct either way."""
+    """A grouped convolution stays an aten node; the input gradient of a convolution with a row
+    stride of 2, and planes larger than the kernels' buffers, run through eager dispatch -- correct
+    either way."""
     g = torch.Generator().manual_seed(9)
 
     def grouped(x, w):
@@ -106,10 +107,10 @@ def test_convolutions_the_kernels_do_not_take_run_unfused():
     assert conv_kernels() == []
 
     torch._dynamo.reset()
-    xs, ws = torch.randn(2, 3, 20, 20, generator=g), torch.randn(5, 3, 3, 3, generator=g)  # 9x9 out
+    xs, ws = torch.randn(2, 3, 20, 20, generator=g), torch.randn(5, 3, 3, 3, generator=g)  # 9x18 out
 
     def strided(x, w):
-        return F.conv2d(x, w, stride=2).sum()
+        return F.conv2d(x, w, stride=(2, 1)).sum()
 
     dx, dw = on_device(xs, True), on_device(ws, True)
     torch.compile(strided, backend="aten_fpga")(dx, dw).backward()
@@ -162,7 +163,7 @@ def test_missing_conv_kernel_on_a_card_runs_unfused(monkeypatch):
 def test_conv_kernels_pass_the_lint(role):
     f32 = aten_fpga.compile.fuse.DTYPES["float32"]
     for bias in (False, True):
-        kernel = ConvKernel(f32, role, bias=bias and role != "input_grad")
+        kernel = ConvKernel(f32, role, bias=bias and role != "input_grad", kw=5 if role == "weight_grad" else 0)
         for level in (1, 2, 3, 4):
             assert codegen.lint(kernel, level) == [], (role, bias, level)
 

@@ -31,7 +31,10 @@ aten = torch.ops.aten
 # On-chip buffers of a conv kernel, in elements: one image's input planes with their padding, one
 # image's output planes (grad_output's, for the weight gradient), the weights, the output planes'
 # biases, and the weight gradient's per-column sums of an output row.
-CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024, "row": 1024}
+CAPS = {"image": 16384, "out": 16384, "weights": 16384, "outs": 1024, "row": 256}
+# The weight gradient sums a window row's taps side by side: its kernel is made for one window
+# width, at most MAX_KW, and column stride and dilation 1 (other weight gradients run unfused).
+MAX_KW = 8
 # Output planes a conv kernel computes side by side: one input pixel meets LANES_O planes' weights
 # per cycle (LANES_O multiply-adds); its output planes are held in blocks of LANES_O. The forward
 # and input gradient kernels take LANES_X pixels of a row at once besides.
@@ -62,6 +65,7 @@ class ConvKernel:
     bias: bool = False
     steps: tuple[Step, ...] = ()
     values: tuple[str, ...] = ("conv",)
+    kw: int = 0  # weight_grad: the window's width (its taps of a row are summed side by side)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -180,11 +184,12 @@ class ConvBackward(torch.nn.Module):
     """convolution_backward as its two kernels: returns (grad_input, grad_weight, grad_bias) as
     the node does, None where its output_mask is false."""
 
-    def __init__(self, geometry: Geometry, mask: tuple, args: tuple):
+    def __init__(self, geometry: Geometry, mask: tuple, args: tuple, kw):
         super().__init__()
         f32 = DTYPES["float32"]
         self.geometry, self.mask, self.args = geometry, mask, args  # args: the node's static arguments
-        self.weight_grad = ConvKernel(f32, "weight_grad", bias=mask[2]) if mask[1] else None
+        rows_ok = (isinstance(kw, int) and kw <= MAX_KW and geometry.stride[1] == 1 and geometry.dilation[1] == 1)
+        self.weight_grad = ConvKernel(f32, "weight_grad", bias=mask[2], kw=kw) if mask[1] and rows_ok else None
         self.input_grad = ConvKernel(f32, "input_grad") if mask[0] else None
 
     @property
@@ -231,7 +236,7 @@ def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:
     if (any(t.device.type != "fpga" or t.dtype != torch.float32 for t in operands) or min(n, c * h * w, out) <= 0
             or image > CAPS["image"] or out > CAPS["out"] or -(-outs // LANES_O) * LANES_O * c * kh * kw > CAPS["weights"]
             or outs > CAPS["outs"] or ow > CAPS["row"]
-            or (oh * ow < MIN_PIXELS if kernel.role != "weight_grad" else ow < MIN_ROW)):
+            or (oh * ow < MIN_PIXELS if kernel.role != "weight_grad" else ow < MIN_ROW or kw != kernel.kw)):
         return False
     RECORDED[kernel.name] = kernel
     return available(kernel, operands[0].device)
@@ -250,14 +255,16 @@ def work(kernel: ConvKernel, sizes: list) -> tuple[int, int]:
     """(multiply-adds, cycles) of one call of `kernel` with `sizes`: the weights loaded once (the
     gradients stored once); per image its planes loaded, then per tap and block of LANES_O planes a
     pass over the output plane (LANES_X pixels of a row per cycle in the forward, which then stores
-    its planes; one pixel in the weight gradient, which loads grad_output's and then sums each
-    block's columns: two passes over a row, the partials' tree, LANES_O adds)."""
+    its planes; in the weight gradient, a window row's taps per pass, after grad_output's planes
+    are loaded, and each tap's columns summed: two passes over a row, the partials' tree, LANES_O
+    adds)."""
     n, c, h, w, outs, kh, kw = sizes[:7]
     oh, ow = sizes[-2:]
     taps, blocks, pixels = c * kh * kw, -(-outs // LANES_O), oh * ow
     per_image = c * h * w + outs * pixels
     if kernel.role == "weight_grad":
-        per_image += (taps + kernel.bias) * blocks * (pixels + 2 * ow + LANES_O + 4)
+        sums = 2 * ow + LANES_O + 4
+        per_image += (c * kh * (pixels + kw * sums) + kernel.bias * (pixels + sums)) * blocks
     else:
         per_image += taps * blocks * (1 + oh * -(-ow // LANES_X)) + blocks * pixels
     return n * taps * outs * pixels, outs * taps + n * per_image
@@ -304,7 +311,7 @@ def fuse_convolutions(gm: fx.GraphModule) -> list:
                 continue
             static = tuple(args[a] for a in ("bias_sizes", "stride", "padding", "dilation", "transposed",
                                               "output_padding", "groups"))
-            module = ConvBackward(geometry, tuple(args["output_mask"]), static)
+            module = ConvBackward(geometry, tuple(args["output_mask"]), static, _meta(args["weight"]).shape[3])
             gm.add_submodule(name, module)
             with graph.inserting_after(node):
                 call = graph.call_module(name, (args["grad_output"], args["input"], args["weight"]))

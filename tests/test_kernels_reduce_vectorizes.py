@@ -2,12 +2,21 @@
 word's 16 lanes, the drain's `merge_into` of two partials' lanes) are code g++ vectorizes. The emulated
 reductions are memory bound only if they do: argmax's compare chain and whole-struct store once kept
 its fold scalar at four times the CPU's time. Each loop is compiled on its own line with the emulated
-image's flags (site_scons/afpga/emu.py), and each must vectorize."""
+image's flags (site_scons/afpga/emu.py), and each must vectorize (the fold's step is `fold_lane`, on a
+Lane and its Tag).
+
+A lane loop alone is not enough: in the kernels it is the inner loop of the fold's loop over words,
+and g++ unrolls it into that loop first, so its 16 lanes vectorize only as straight-line code -- with
+no branch in it. The folds as the kernels write them (the rows fold's `fold_lane` over a word into
+part[w % PARTIALS], the column fold's `add_into` into a ring of slots) are compiled each in a file of
+its own, and each must vectorize too: amax's NaN test as a ?: was a branch there, which kept amax
+along dim 0 at 1.6x the CPU's time while its lane loop alone vectorized."""
 from __future__ import annotations
 
 import pytest
 
 from vectorizes import vectorized as vectorized_in
+from vectorizes import vectorized_alone
 
 OPS = {  # name: (functor, output type)
     "sum": ("Sum", "float"),
@@ -23,13 +32,37 @@ OPS = {  # name: (functor, output type)
 
 def loops(name: str, functor: str, out: str) -> list[tuple[str, str]]:
     op = f"afpga::reduce::{functor}<float, {out}>"
-    lane = f"afpga::reduce::LaneOf<{op} >::type"
+    lane, tag = (f"afpga::reduce::{trait}<{op} >::type" for trait in ("LaneOf", "TagOf"))
     make = f"const {op} op{'(2.0)' if functor.startswith('Norm') else ''};"
     return [
-        (f"{name}.add", f"void add_{name}({lane}* a, const float* x, uint64_t at) {{ {make} "
-                        f"for (int l = 0; l < 16; ++l) afpga::reduce::add_into(op, a[l], x[l], x[0], at + l); }}"),
-        (f"{name}.merge", f"void merge_{name}({lane}* a, const {lane}* b) {{ {make} "
+        (f"{name}.add", f"void add_{name}({lane}* a, {tag}* t, const float* x, uint64_t at) {{ {make} "
+                        f"for (int l = 0; l < 16; ++l) afpga::reduce::fold_lane(op, a[l], t[l], x[l], x[0], at + l); }}"),
+        (f"{name}.merge", f"void merge_{name}({op}::Acc* a, const {op}::Acc* b) {{ {make} "
                           f"for (int l = 0; l < 16; ++l) afpga::reduce::merge_into(op, a[l], b[l]); }}"),
+    ]
+
+
+def folds(name: str, functor: str, out: str) -> list[tuple[str, str]]:
+    """The folds' loops, their accumulators local arrays as in the kernels (so g++ knows the input
+    does not alias them), filled and used by functions defined elsewhere (so the file holds no other
+    code g++ could have vectorized)."""
+    op = f"afpga::reduce::{functor}<float, {out}>"
+    lane, tag = (f"afpga::reduce::{trait}<{op} >::type" for trait in ("LaneOf", "TagOf"))
+    make = f"const {op} op{'(2.0)' if functor.startswith('Norm') else ''};"
+    word = "const hls::vector<float, 16>"
+    extern = "void source(void*, void*); void sink(const void*, const void*);"
+    return [
+        (f"{name}.rows", f"{extern} void rows_{name}({word}* in, uint64_t n, uint64_t at) {{ {make} "
+                         f"{lane} part[16][16]; {tag} tag[16][16]; source(part, tag); "
+                         f"for (uint64_t w = 0; w < n; ++w) {{ {word}& x = in[w]; "
+                         f"{lane}* slot = part[w % 16]; {tag}* slot_tag = tag[w % 16]; for (int l = 0; l < 16; ++l) "
+                         f"afpga::reduce::fold_lane(op, slot[l], slot_tag[l], x[l], x[0], at + w * 16 + l); }} "
+                         f"sink(part, tag); }}"),
+        (f"{name}.columns", f"{extern} void columns_{name}({word}* in, uint64_t n, uint64_t ring) {{ {make} "
+                            f"{op}::Acc acc[128][16]; source(acc, nullptr); uint64_t slot = 0; "
+                            f"for (uint64_t r = 0; r < n; ++r) {{ {word}& x = in[r]; "
+                            f"for (int l = 0; l < 16; ++l) afpga::reduce::add_into(op, acc[slot][l], x[l], x[0], r); "
+                            f"slot = slot + 1 == ring ? 0 : slot + 1; }} sink(acc, nullptr); }}"),
     ]
 
 
@@ -43,3 +76,15 @@ def vectorized(tmp_path_factory) -> dict[str, bool]:
 @pytest.mark.parametrize("loop", [f"{name}.{step}" for name in OPS for step in ("add", "merge")])
 def test_reduce_lane_loop_vectorizes(vectorized, loop):
     assert vectorized[loop], f"g++ left the lane loop of {loop} scalar (a branch, or a whole-struct store?)"
+
+
+@pytest.fixture(scope="module")
+def folded(tmp_path_factory) -> dict[str, bool]:
+    named = [fold for name, (functor, out) in OPS.items() for fold in folds(name, functor, out)]
+    done = vectorized_alone(tmp_path_factory.mktemp("reduce_folds"), "aten_fpga_reduce.h", [body for _, body in named])
+    return {name: ok for (name, _), ok in zip(named, done)}
+
+
+@pytest.mark.parametrize("fold", [f"{name}.{kind}" for name in OPS for kind in ("rows", "columns")])
+def test_reduce_fold_vectorizes(folded, fold):
+    assert folded[fold], f"g++ left the {fold} fold scalar (a branch in its lanes, unrolled into the loop?)"

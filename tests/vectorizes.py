@@ -4,6 +4,7 @@ loops vectorizable ask it."""
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 from codegen.generate import ROOT
 
@@ -25,3 +26,20 @@ def vectorized(folder, header: str, functions: list[str]) -> list[bool]:
     done = {int(line.split(":")[1]) for line in cc.stderr.splitlines()
             if line.startswith(str(src)) and "loop vectorized" in line}
     return [k + 2 in done for k in range(len(functions))]  # line 1 is the #include
+
+
+def vectorized_alone(folder, header: str, functions: list[str]) -> list[bool]:
+    """For each function, compiled alone in a file of its own (after `#include header`), whether g++
+    vectorized any of it: a loop, or a basic block -- a short inner loop that g++ unrolls into its
+    enclosing loop can only be vectorized as straight-line code, whose report names the line of
+    the inlined header code it came from, not the function's (hence one function per file)."""
+    def one(k: int) -> bool:
+        src = folder / f"alone{k}.cpp"
+        src.write_text(f'#include "{header}"\n{functions[k]}\n')
+        cc = subprocess.run(["g++", *FLAGS, f"-I{ROOT}/kernels/hls/emu/include", f"-I{ROOT}/kernels/hls/include", "-c",
+                             str(src), "-o", str(src.with_suffix(".o")), "-fopt-info-vec-optimized"],
+                            capture_output=True, text=True)
+        assert cc.returncode == 0, cc.stderr
+        return any("loop vectorized" in line or "basic block part vectorized" in line for line in cc.stderr.splitlines())
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(len(functions))))

@@ -16,6 +16,9 @@
 // (LaneOf), its `add` and `merge` take either type, and each run's combined Lane becomes an Acc,
 // which the runs, partials, columns and the combine carry. The scalar folds of the other levels
 // (16 accumulators, each of every 16th element) fold in Acc: a narrow type buys them nothing.
+// An op whose Acc is a value and the index it was found at (argmax) names the index's type `Tag`:
+// that fold keeps the Lanes (values) and the Tags in two arrays (TagOf, fold_lane), so each is one
+// vector of the lanes for g++; an array of {value, index} structs needs a shuffle per lane.
 //
 // `add` is the only loop-carried step, so it is kept to an add or a compare-and-select: with
 // PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1: element i joins
@@ -67,6 +70,14 @@ template <class...> struct Void { typedef void type; };
 template <class Op, class = void> struct LaneOf { typedef typename Op::Acc type; };
 template <class Op> struct LaneOf<Op, typename Void<typename Op::Lane>::type> { typedef typename Op::Lane type; };
 
+// An op's Tag type: its `Tag`, or NoTag -- nothing besides the Lane (a placeholder no code reads or
+// writes, so neither g++ nor HLS keeps it).
+struct NoTag {
+  bool unused;
+};
+template <class Op, class = void> struct TagOf { typedef NoTag type; };
+template <class Op> struct TagOf<Op, typename Void<typename Op::Tag>::type> { typedef typename Op::Tag type; };
+
 // The real type of a (possibly complex) type.
 template <typename T> struct Real { typedef T type; };
 template <typename T> struct Real<std::complex<T> > { typedef T type; };
@@ -98,9 +109,29 @@ template <> struct Limits<half> : FloatLimits<half> {};
 
 template <typename T> inline bool is_nan(T x) { return x != x; }
 
-// max/min that propagate NaN, as ATen's amax/amin and inf-norms do.
-template <typename T> inline T max_nan(T a, T b) { return (is_nan(a) || a > b) ? a : b; }
-template <typename T> inline T min_nan(T a, T b) { return (is_nan(a) || a < b) ? a : b; }
+// c ? a : b. For floating point a blend of the two's bits (afpga::math::select, at every width):
+// g++ compiles a ?: of floats whose condition tests for NaN to a branch (also with `|` in the
+// condition), and a lane loop unrolled into a fold's loop over words then stays scalar -- amax's
+// column fold ran so at 1.6x the CPU's time; the blend is straight-line code that g++ vectorizes
+// across the lanes. On the card it is the same multiplexer as ?:. Integers keep ?: (a max).
+template <int Bytes> struct BitsOf;
+template <> struct BitsOf<2> { typedef uint16_t type; };
+template <> struct BitsOf<4> { typedef uint32_t type; };
+template <> struct BitsOf<8> { typedef uint64_t type; };
+template <typename T> inline T blend(bool c, T a, T b) {
+  typedef typename BitsOf<sizeof(T)>::type U;
+  const U m = U(0) - U(c);
+  return math::bits_as<T>(U((math::bits_as<U>(a) & m) | (math::bits_as<U>(b) & U(~m))));
+}
+template <typename T> inline T pick(bool c, T a, T b) { return c ? a : b; }
+inline float pick(bool c, float a, float b) { return blend(c, a, b); }
+inline double pick(bool c, double a, double b) { return blend(c, a, b); }
+inline half pick(bool c, half a, half b) { return blend(c, a, b); }
+
+// max/min that propagate NaN, as ATen's amax/amin and inf-norms do: a if it is NaN or beats b,
+// else b. `|`: both tests always, no short circuit (a branch to g++).
+template <typename T> inline T max_nan(T a, T b) { return pick(is_nan(a) | (a > b), a, b); }
+template <typename T> inline T min_nan(T a, T b) { return pick(is_nan(a) | (a < b), a, b); }
 
 // Pairwise combination of N (a power of two) partial accumulators: a balanced tree of merges, so
 // each result is a sum of sums of equal size (the numerically sound order) and the tree is
@@ -249,6 +280,8 @@ inline bool beats(T a, int64_t ia, T b, int64_t ib) {
 template <typename T, typename R, bool Largest>
 struct ArgBest {
   typedef Best<T> Acc;
+  typedef T Lane;      // the XCL_OPT 4 fold's values,
+  typedef int64_t Tag;  // and their indices, in an array of their own (fold_lane)
   Acc identity() const {
     // Loses to every element: the worst value, and an index after any real one.
     Acc a = {Largest ? Limits<T>::lowest() : Limits<T>::highest(), std::numeric_limits<int64_t>::max()};
@@ -257,6 +290,8 @@ struct ArgBest {
   Acc add(const Acc& a, T x, T, uint64_t i) const { return better_of(a, x, int64_t(i)); }
   Acc merge(const Acc& a, const Acc& b) const { return better_of(a, b.value, b.index); }
   R finish(Acc a, uint64_t) const { return a.index; }
+  // (value, index) beats (best, at).
+  static bool wins(T value, int64_t index, T best, int64_t at) { return beats<T, Largest>(value, index, best, at); }
 
  private:
   // a, or (value, index) where that beats it. Each field is selected on its own (a struct-wide ?:
@@ -295,6 +330,44 @@ template <class Op, class A>
 inline void merge_into(const Op& op, A& a, const A& b) {
 #pragma HLS INLINE
   store(a, op.merge(a, b));
+}
+
+// The XCL_OPT 4 fold's steps on one lane's accumulator, a Lane and its Tag: cleared to the op's
+// identity, element x at index i folded in, and read as an Acc. With NoTag the Lane is the whole
+// accumulator; with an index Tag (argmax) the two are selected separately, each a blend of lanes.
+template <class Op, class L>
+inline void clear_lane(const Op& op, L& lane, NoTag&) {
+#pragma HLS INLINE
+  lane = op.identity();
+}
+template <class Op, class L, typename T>
+inline void fold_lane(const Op& op, L& lane, NoTag&, T x, T k, uint64_t i) {
+#pragma HLS INLINE
+  add_into(op, lane, x, k, i);
+}
+template <class Op, class L>
+inline typename Op::Acc lane_acc(const Op&, const L& lane, const NoTag&) {
+#pragma HLS INLINE
+  return typename Op::Acc(lane);
+}
+template <class Op, typename T>
+inline void clear_lane(const Op& op, T& value, int64_t& index) {
+#pragma HLS INLINE
+  value = op.identity().value;
+  index = op.identity().index;
+}
+template <class Op, typename T>
+inline void fold_lane(const Op&, T& value, int64_t& index, T x, T, uint64_t i) {
+#pragma HLS INLINE
+  const bool take = Op::wins(x, int64_t(i), value, index);
+  value = pick(take, x, value);
+  index = take ? int64_t(i) : index;
+}
+template <class Op, typename T>
+inline typename Op::Acc lane_acc(const Op&, const T& value, const int64_t& index) {
+#pragma HLS INLINE
+  const typename Op::Acc a = {value, index};
+  return a;
 }
 
 template <typename T, typename R> struct ArgMax : ArgBest<T, R, true> {};

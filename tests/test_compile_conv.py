@@ -17,13 +17,7 @@ import aten_fpga.compile  # noqa: F401  (registers the backend)
 from aten_fpga.compile import codegen, runner
 from aten_fpga.compile.conv import CAPS, ConvKernel
 from cnn_support import on_device
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+from compile_support import card_without_fused_kernels, fresh_dynamo, keep_global_rng  # noqa: F401
 
 
 def conv_kernels() -> list:
@@ -133,20 +127,7 @@ def test_convolutions_the_kernels_do_not_take_run_unfused():
 def test_missing_conv_kernel_on_a_card_runs_unfused(monkeypatch):
     """On XRT, a conv kernel the loaded xclbin lacks runs its original node, with the warning that
     says how to build it in."""
-    class Card:
-        def __getattr__(self, name):
-            return getattr(aten_fpga._C, name)
-
-        @staticmethod
-        def device_kind():
-            return "xrt"
-
-        @staticmethod
-        def fused_available(name, device=0):
-            return False
-
-    monkeypatch.setattr(runner, "_C", Card())
-    monkeypatch.setattr(runner, "_warned", set())
+    card_without_fused_kernels(monkeypatch)
     g = torch.Generator().manual_seed(4)
     x, w, b = torch.randn(2, 3, 10, 10, generator=g), torch.randn(4, 3, 3, 3, generator=g), torch.randn(4, generator=g)
     f = lambda x, w, b: F.conv2d(x, w, b).relu()  # noqa: E731

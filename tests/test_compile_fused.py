@@ -17,21 +17,8 @@ import aten_fpga.compile as afc
 from aten_fpga.compile import cache, codegen, runner
 from aten_fpga.compile.fuse import GemmEpilogue, partition, plan
 from cnn_support import on_device
+from compile_support import card_without_fused_kernels, fresh_dynamo, keep_global_rng  # noqa: F401
 from codegen.lint import lint_source
-
-
-@pytest.fixture(autouse=True)
-def keep_global_rng():
-    """Later tests' unseeded draws see the stream they would without these tests."""
-    with torch.random.fork_rng(devices=[]):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def launches() -> int:
@@ -204,20 +191,7 @@ def test_concurrent_processes_share_the_cache(tmp_path):
 
 def test_missing_kernel_on_a_card_runs_unfused_with_a_warning(monkeypatch):
     """On XRT, a fused kernel that the loaded xclbin lacks runs as its ops, and says how to build it."""
-    class Card:
-        def __getattr__(self, name):
-            return getattr(aten_fpga._C, name)
-
-        @staticmethod
-        def device_kind():
-            return "xrt"
-
-        @staticmethod
-        def fused_available(name, device=0):
-            return False
-
-    monkeypatch.setattr(runner, "_C", Card())
-    monkeypatch.setattr(runner, "_warned", set())
+    card_without_fused_kernels(monkeypatch)
     g = torch.Generator().manual_seed(3)
     x, b, w = torch.randn(8, 16, generator=g), torch.randn(16, generator=g), torch.randn(8, 1, generator=g)
     compiled = torch.compile(chain, backend="aten_fpga")

@@ -19,19 +19,7 @@ from aten_fpga.compile import codegen, runner
 from aten_fpga.compile.fuse import FusedKernel
 import compile_models as cm
 from cnn_support import on_device
-
-
-@pytest.fixture(autouse=True)
-def keep_global_rng():
-    with torch.random.fork_rng(devices=[]):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+from compile_support import card_without_fused_kernels, fresh_dynamo, keep_global_rng  # noqa: F401
 
 
 def logits(seed=3, rows=8, classes=10, dtype=torch.float32):
@@ -172,25 +160,12 @@ def test_classifier_reads_its_padded_logits_in_place(level, monkeypatch):
 def test_cross_entropy_runs_unfused_where_a_card_lacks_its_kernels(monkeypatch):
     """On XRT without the fused kernels in the xclbin, the class selections run as their unfused
     form (eq against the class indices, where: table kernels) with the same values."""
-    class Card:
-        def __getattr__(self, name):
-            return getattr(aten_fpga._C, name)
-
-        @staticmethod
-        def device_kind():
-            return "xrt"
-
-        @staticmethod
-        def fused_available(name, device=0):
-            return False
-
     def f(z, t):
         return F.cross_entropy(z, t, ignore_index=3)
 
     z, t = logits(seed=8), torch.tensor([1, 3, 7, 9, 3, 0, 5, 2])
     expected = step(f, z, t)
-    monkeypatch.setattr(runner, "_C", Card())
-    monkeypatch.setattr(runner, "_warned", set())
+    card_without_fused_kernels(monkeypatch)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         got = compiled_step(f, z, t)

@@ -66,25 +66,21 @@ def folds(name: str, functor: str, out: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def vectorized(tmp_path_factory) -> dict[str, bool]:
-    named = [loop for name, (functor, out) in OPS.items() for loop in loops(name, functor, out)]
-    done = vectorized_in(tmp_path_factory.mktemp("reduce_lanes"), "aten_fpga_reduce.h", [body for _, body in named])
+def _vectorized_by_name(folder, make, compile_and_check) -> dict[str, bool]:
+    """{name: whether g++ vectorized it} for the functions `make` writes for every op."""
+    named = [item for name, (functor, out) in OPS.items() for item in make(name, functor, out)]
+    done = compile_and_check(folder, "aten_fpga_reduce.h", [body for _, body in named])
     return {name: ok for (name, _), ok in zip(named, done)}
-
-
-@pytest.mark.parametrize("loop", [f"{name}.{step}" for name in OPS for step in ("add", "merge")])
-def test_reduce_lane_loop_vectorizes(vectorized, loop):
-    assert vectorized[loop], f"g++ left the lane loop of {loop} scalar (a branch, or a whole-struct store?)"
 
 
 @pytest.fixture(scope="module")
-def folded(tmp_path_factory) -> dict[str, bool]:
-    named = [fold for name, (functor, out) in OPS.items() for fold in folds(name, functor, out)]
-    done = vectorized_alone(tmp_path_factory.mktemp("reduce_folds"), "aten_fpga_reduce.h", [body for _, body in named])
-    return {name: ok for (name, _), ok in zip(named, done)}
+def vectorized(tmp_path_factory) -> dict[str, bool]:
+    """Each op's lane loops (compiled together) and its folds as the kernels write them (each in a
+    file of its own)."""
+    return {**_vectorized_by_name(tmp_path_factory.mktemp("reduce_lanes"), loops, vectorized_in),
+            **_vectorized_by_name(tmp_path_factory.mktemp("reduce_folds"), folds, vectorized_alone)}
 
 
-@pytest.mark.parametrize("fold", [f"{name}.{kind}" for name in OPS for kind in ("rows", "columns")])
-def test_reduce_fold_vectorizes(folded, fold):
-    assert folded[fold], f"g++ left the {fold} fold scalar (a branch in its lanes, unrolled into the loop?)"
+@pytest.mark.parametrize("loop", [f"{name}.{step}" for name in OPS for step in ("add", "merge", "rows", "columns")])
+def test_reduce_loop_vectorizes(vectorized, loop):
+    assert vectorized[loop], f"g++ left {loop} scalar (a branch in its lanes, or a whole-struct store?)"

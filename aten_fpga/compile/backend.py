@@ -2,8 +2,8 @@
 
 AOTAutograd traces the model (and, for training, its backward) to aten-level FX graphs; each graph
 is partitioned (fuse.partition) and every fusion group replaced by one call of its fused kernel
-(runner.FusedGroup); convolutions become calls of the conv kernels (conv.py). Every other node still runs through eager dispatch on "fpga": the table's
-kernels or the counted CPU fallback."""
+(runner.FusedGroup); convolutions become calls of the conv kernels (conv.py). Every other node
+still runs through eager dispatch on "fpga": the table's kernels or the counted CPU fallback."""
 from __future__ import annotations
 
 import operator

@@ -35,10 +35,10 @@ def render(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> str:
         fk=kernel, level=level, lanes=kernel.lanes, partials=abi.REDUCE_PARTIALS, max_columns=MAX_COLUMNS)
 
 
-def lint(kernel: FusedKernel | GemmEpilogue, level: int) -> list[str]:
+def lint(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> list[str]:
     """The pragma lint's problems with the kernel's source at `level` (codegen/lint.py): a fused GEMM
     under the rules the table's GEMM kernel is held to (its templates' loops are not all labelled
-    and tripcounted yet), a fused chain under all of them."""
+    and tripcounted yet), a fused chain and a conv kernel under all of them."""
     from codegen.lint import lint_source
 
     return lint_source(render(kernel, level), level, labelled=not isinstance(kernel, GemmEpilogue))

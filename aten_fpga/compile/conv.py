@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C
-from .fuse import DTYPES, POINTWISE, DType, Step, _literal, _meta, bind, library_op, pointwise_ok
+from .fuse import DTYPES, POINTWISE, DType, Step, _meta, bind, constant, pointwise_ok, pointwise_step
 
 aten = torch.ops.aten
 
@@ -148,13 +148,8 @@ def _steps(chain: list, dtype: DType) -> tuple[dict, tuple[Step, ...]]:
     values: dict = {}
     steps = []
     for i, n in enumerate(chain):
-        args = bind(n)
-        spec = POINTWISE[n.target]
-        op = library_op(spec.op_for(args))
-        fns = dict(spec.scalars)
-        operand = lambda a: values.get(a, "conv") if isinstance(a, fx.Node) else f"f{i}::M(f{i}::T({_literal(a)}))"  # noqa: E731
-        scalars = tuple(f"f{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-        steps.append(Step(f"v{i}", op, dtype, tuple(operand(args[o]) for o in spec.operands), scalars))
+        name = lambda a, i=i: values.get(a, "conv") if isinstance(a, fx.Node) else constant(a, "f", i)  # noqa: E731
+        steps.append(pointwise_step(n, "f", i, f"v{i}", dtype, name))
         values[n] = f"v{i}"
     return values, tuple(steps)
 
@@ -197,8 +192,12 @@ class ConvBackward(torch.nn.Module):
         return [k for k in (self.weight_grad, self.input_grad) if k is not None]
 
     def forward(self, grad, x, weight):
+        from .runner import _port
+
         kh, kw = weight.shape[2:]
         plane = tuple(grad.shape[2:])
+        if grad.device.type == "fpga":
+            grad = _port(grad)  # once for both kernels (autograd's gradient of a sum is an expanded 1)
         grad_input = grad_weight = grad_bias = None
         undone = list(self.mask)
         if self.weight_grad is not None:

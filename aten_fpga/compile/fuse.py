@@ -887,6 +887,22 @@ def _literal(value) -> str:
     return f"double({text})"
 
 
+def constant(value, ns: str, i: int) -> str:
+    """A number operand of step i of namespace ns, in the step's types: ATen's wrapped scalar."""
+    return f"{ns}{i}::M({ns}{i}::T({_literal(value)}))"
+
+
+def pointwise_step(n: fx.Node, ns: str, i: int, value: str, dtype: DType, operand: Callable) -> Step:
+    """Node n, a POINTWISE op, as step i of namespace ns computing `value`: its library op, its
+    operands as `operand` names them in C++ (a value, a port, a constant) and its scalars."""
+    args = bind(n)
+    spec = POINTWISE[n.target]
+    op = library_op(spec.op_for(args))
+    fns = dict(spec.scalars)
+    scalars = tuple(f"{ns}{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
+    return Step(value, op, dtype, tuple(operand(args[o]) for o in spec.operands), scalars)
+
+
 @dataclass(frozen=True)
 class Plan:
     """A group, as the graph and the kernel see it: the graph nodes feeding each input port (a
@@ -921,8 +937,7 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
                 in_nodes.append(a)
                 ports_in.append(Port(f"in{len(ports_in)}", DTYPES[str(_meta(a).dtype).replace("torch.", "")], m))
             return f"x_{ports_in[in_nodes.index(a)].name}"
-        i = len(steps) if i is None else i
-        return f"{ns}{i}::M({ns}{i}::T({_literal(a)}))"  # a number operand: ATen's wrapped scalar
+        return constant(a, ns, len(steps) if i is None else i)
 
     def step(n, ns: str, into: list, name: str) -> None:
         """Node n's step, appended to `into`; its value is called name + its index."""
@@ -935,14 +950,9 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
             chosen = args["self"] if n.target is CLASS_SELECT else 1
             t = operand(args["target"], shape, ns, i)
             step_args = (SELECTIONS[n.target](t, args), operand(chosen, shape, ns, i), operand(0, shape, ns, i))
-            scalars = ()
+            into.append(Step(f"{name}{i}", op, dtype, step_args, ()))
         else:
-            spec = POINTWISE[n.target]
-            op = library_op(spec.op_for(args))
-            fns = dict(spec.scalars)
-            scalars = tuple(f"{ns}{i}::S_{s.name}({_literal(fns[s.name](args))})" for s in op.scalars)
-            step_args = tuple(operand(args[o], shape, ns, i) for o in spec.operands)
-        into.append(Step(f"{name}{i}", op, dtype, step_args, scalars))
+            into.append(pointwise_step(n, ns, i, f"{name}{i}", dtype, lambda a: operand(a, shape, ns, i)))
         values[n] = f"{name}{i}"
 
     beta_port = ""

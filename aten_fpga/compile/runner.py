@@ -74,6 +74,9 @@ class FusedGroup(torch.nn.Module):
                            maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
                            maybe(group.a_operand), maybe(group.a_rows), [copy[n] for n in group.post])
         self._variants: dict = {}  # input modes -> Plan
+        # The chain's static sizes take part in its shape: a class selection is as wide as its
+        # classes, which no input of it need be (compile/loss.py). Once here, not per call.
+        self._static_shape = tuple(d if isinstance(d, int) else 1 for d in group.shape)
         if group.gemm is not None:
             args = bind(group.gemm)
             addmm = group.gemm.target is torch.ops.aten.addmm.default
@@ -91,10 +94,7 @@ class FusedGroup(torch.nn.Module):
     def forward(self, *inputs):
         if isinstance(self.plan.kernel, GemmEpilogue):
             return self._gemm(*inputs)
-        # The chain's static sizes take part: a class selection is as wide as its classes, which no
-        # input of it need be (compile/loss.py).
-        static = tuple(d if isinstance(d, int) else 1 for d in self.group.shape)
-        shape = torch.broadcast_shapes(*(t.shape for t in inputs), static)
+        shape = torch.broadcast_shapes(*(t.shape for t in inputs), self._static_shape)
         device = next(t.device for t in inputs)
         numel = shape.numel()
         whole = self.group.reduction is not None and reduces_all(self.group.reduction)

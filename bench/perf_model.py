@@ -24,9 +24,11 @@ Assumptions (docs/benchmarks.md explains them):
   "reduce_all" reduces everything to one value (x.sum()): the runtime splits the one row into a
   piece per CU (PARTIAL mode), then a second launch merges the pieces' partials (COMBINE: one merge
   per piece, ADD_LATENCY cycles each); "reduce_cols" reduces the rows of x.view(4096, -1) column by
-  column (x.sum(0), COLUMNS mode): each CU a block of columns, streamed in tiles of COL_TILE words,
-  each row of a tile one burst whose pipelined loop restarts (PIPELINE_FILL cycles) per row, and a
-  drain per tile (the ring's copies merged, one output element per cycle);
+  column (x.sum(0), COLUMNS mode): a row of at most COL_TILE words is one tile, and then each CU
+  takes a block of whole rows and a second launch merges the CUs' partials (COMBINE: one partial a
+  cycle); wider rows give each CU a block of columns, in tiles of COL_TILE words. Each row of a
+  tile is one burst whose pipelined loop restarts (PIPELINE_FILL cycles), and each tile ends in a
+  drain (the ring's copies merged, one output element per cycle);
 - "resident": the operands already live in device memory (a chain of FPGA ops); "with transfers":
   the inputs are copied in and the output out over the host link (PCIe Gen3 x16, ~12 GB/s per
   direction measured; the embedded platform shares the host's memory, so it has no such copy);
@@ -45,6 +47,7 @@ from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot
 sys.path[:0] = [ROOT, os.path.join(ROOT, "site_scons")]  # the build's own bank assignment (and codegen it reads)
 from afpga.connectivity import bank_index  # noqa: E402
 from afpga.platforms import PLATFORMS  # noqa: E402
+from codegen.abi import REDUCE_COLUMN_TILE, REDUCE_PARTIAL_BYTES, REDUCE_PARTIALS  # noqa: E402
 
 CLOCK_HZ = 300e6
 ELEMENT_BYTES = 4
@@ -63,10 +66,9 @@ REDUCE_ROWS = 4096
 # XCL_OPT 4), combined at each run's (row's) end by balanced trees of merges. A merge of sums is a
 # double-precision add: ADD_LATENCY cycles at 300 MHz (Vitis' full-DSP dadd), PIPELINE_FILL the
 # words loop's read-convert-add depth.
-REDUCE_PARTIALS = 16
 ADD_LATENCY = 8
 PIPELINE_FILL = 12
-COL_TILE = 128  # the COLUMNS mode's tile: port words of a row (kernels/hls/reduce/_kernel.j2)
+COL_TILE = REDUCE_COLUMN_TILE  # the COLUMNS mode's tile: port words of a row
 MIN_ELEMENTS_PER_CU = 16384  # host/ps/launch.h kMinElementsPerCU
 
 
@@ -116,9 +118,19 @@ def reduce_cus(category: str, level: int, platform, n: int) -> tuple[int, int]:
         return min(cus, REDUCE_ROWS), -(-n // REDUCE_ROWS // lanes)
     if category == "reduce_all":
         return cus, -(-n // cus // lanes)
-    words = -(-n // REDUCE_ROWS // lanes)  # reduce_cols: words per row, split over the CUs
+    words = -(-n // REDUCE_ROWS // lanes)  # reduce_cols: words per row
+    if cols_split_rows(words, cus):
+        return cus, words
     cus = min(cus, words)
     return cus, min(COL_TILE, -(-words // cus))
+
+
+def cols_split_rows(words: int, cus: int) -> bool:
+    """Whether the runtime gives each CU a block of whole rows of reduce_cols' [REDUCE_ROWS, words]
+    (host/ps/fpga_reduce.cpp): the columns are fewer than the CUs, or a row is one tile and the
+    partials cost under an eighth of the input."""
+    rows_are_tiles = words <= COL_TILE and REDUCE_ROWS * ELEMENT_BYTES >= 8 * cus * REDUCE_PARTIAL_BYTES
+    return REDUCE_ROWS >= 2 * cus and (words < cus or rows_are_tiles)
 
 
 def throughput(category: str, level: int, platform, n: int) -> tuple[float, int, str]:
@@ -168,9 +180,13 @@ def extra_seconds(category: str, level: int, platform, n: int) -> float:
         return LAUNCH_S + (FILL_CYCLES + cus * ADD_LATENCY) / CLOCK_HZ
     if category == "reduce_cols":
         lanes = LEVEL_LANES[level]
-        tiles = -(-(-(-n // REDUCE_ROWS // lanes) // cus) // width)  # tiles per CU
+        words = -(-n // REDUCE_ROWS // lanes)
         ring = width * -(-REDUCE_PARTIALS // width)
         drain = COL_TILE + (ring - width) * ADD_LATENCY + width * lanes  # clear, copies, one store a cycle
+        if cols_split_rows(words, cus):  # one tile per CU, then the combine of a partial per column per CU
+            combine = LAUNCH_S + (FILL_CYCLES + cus * (n // REDUCE_ROWS)) / CLOCK_HZ
+            return (FILL_CYCLES + drain) / CLOCK_HZ + combine
+        tiles = -(-(-(-words // cus)) // width)  # tiles per CU
         return tiles * (FILL_CYCLES + drain) / CLOCK_HZ
     return 0.0
 

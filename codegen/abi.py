@@ -22,6 +22,10 @@ REDUCE_PARTIAL_BYTES = 64
 # `part` instead of its finished value to `out`; COLUMNS reduces the middle dim of [outer, inner,
 # cols] (a column reduction) instead of the rows; COMBINE merges `inner` partials per output.
 REDUCE_MODES = {"PARTIAL": 1, "COLUMNS": 2, "COMBINE": 4}
+# The COLUMNS mode's tile: port items (words at XCL_OPT 4) of a row whose columns are reduced
+# together. A row of at most this many items is one tile, so the host can give each CU a block of
+# whole rows -- one contiguous stretch of memory -- instead of a block of columns of every row.
+REDUCE_COLUMN_TILE = 256
 
 LEVELS = (1, 2, 3, 4)
 LEVEL_NAMES = {1: "buffered", 2: "dataflow", 3: "multi-CU", 4: "vectorized"}
@@ -113,6 +117,7 @@ def header() -> str:
 #define AFPGA_WORD_BITS {WORD_BITS}
 #define AFPGA_REDUCE_PARTIALS {REDUCE_PARTIALS}
 #define AFPGA_REDUCE_PARTIAL_BYTES {REDUCE_PARTIAL_BYTES}
+#define AFPGA_REDUCE_COLUMN_TILE {REDUCE_COLUMN_TILE}
 {modes}
 
 // How the host encodes a value in a kernel's 64-bit argument slot (a port: its elements).

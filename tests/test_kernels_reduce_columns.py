@@ -186,15 +186,25 @@ def test_few_long_rows_split_over_cus(level):
     check(lambda t: t.sum(1), values((2, 1 << 17), F32, False), "v_sum_float32", launches=launches)
 
 
-def test_few_columns_many_rows_split_over_cus(level):
-    # One word of columns at XCL_OPT 4 (16 items elsewhere): with fewer items than CUs the rows go
-    # over the CUs in blocks, then the partials are combined.
-    x = values((1 << 15, 16), F32, False)
-    items = 1 if level == 4 else 16
-    launches = 2 if 1 < cus() and items < cus() else 1
+@pytest.mark.parametrize("shape", [(1 << 15, 16), (4096, 256)], ids=["few_columns", "rows_are_tiles"])
+def test_column_rows_split_over_cus(level, shape):
+    # A row of at most one tile (REDUCE_COLUMN_TILE items), and rows enough that the partials cost
+    # little: the rows go over the CUs in blocks (each CU one contiguous stretch), then a second
+    # launch combines the partials.
+    x = values(shape, F32, False)
+    launches = 2 if cus() > 1 else 1
     check(lambda t: t.sum(0), x, "v_sum_float32", launches=launches)
     check(lambda t: t.var(0), x, "v_std_var_float32", launches=launches)
     check(lambda t: t.argmax(0), values(x.shape, F32, True), "v_argmax_float32", exact=True, launches=launches)
+
+
+@pytest.mark.parametrize("shape", [(64, 1 << 13), (256, 1024)], ids=["rows_wider_than_a_tile", "few_rows"])
+def test_column_blocks_over_cus(level, shape):
+    # Rows wider than a tile, or too few rows for the partials to pay: each CU a block of columns,
+    # one launch.
+    x = values(shape, F32, False)
+    check(lambda t: t.sum(0), x, "v_sum_float32", launches=1)
+    check(lambda t: t.amax(0), x, "v_amax_float32", exact=True, launches=1)
 
 
 def test_every_cu_runs(level):

@@ -242,10 +242,16 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
   const int64_t pitch_items = pitch / lanes;
   const int64_t cus = launch.cus();
   if (by_columns) {
-    // Columns: each CU a block of whole columns (words) of the one batch, or whole batches; when
-    // the columns are too few to go round, each CU a block of rows, and the partials combined.
+    // Columns: each CU a block of rows of the one batch, and the partials combined, when the
+    // columns are too few to go round or a row is one tile (each CU then reads one contiguous
+    // stretch, not a slice of every row: the emulator's memory streams it twice as fast) and the
+    // rows are many enough that the partials (a word per column per CU) cost under an eighth of
+    // the input; else each CU a block of whole columns (words), or whole batches.
     const int64_t words = pitch_items, elements = cols.o * cols.r * cols.c;
-    if (cols.o == 1 && words < cus && cols.r >= 2 * cus) {
+    const bool few_columns = words < cus;
+    const bool rows_are_tiles =
+        words <= AFPGA_REDUCE_COLUMN_TILE && cols.r * in_size >= 8 * cus * AFPGA_REDUCE_PARTIAL_BYTES;
+    if (cols.o == 1 && cols.r >= 2 * cus && (few_columns || rows_are_tiles)) {
       for (const CuRange& b : launch.split(cols.r, 1, cols.c)) runs.push_back({b.begin * pitch_items, 0, 0, 1, b.size(), cols.c, b.begin});
       pieces = static_cast<int64_t>(runs.size());
       for (size_t s = 0; s < runs.size(); ++s) runs[s].part_at = static_cast<int64_t>(s) * cols.c;

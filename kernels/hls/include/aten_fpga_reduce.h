@@ -129,9 +129,12 @@ inline double pick(bool c, double a, double b) { return blend(c, a, b); }
 inline half pick(bool c, half a, half b) { return blend(c, a, b); }
 
 // max/min that propagate NaN, as ATen's amax/amin and inf-norms do: a if it is NaN or beats b,
-// else b. `|`: both tests always, no short circuit (a branch to g++).
-template <typename T> inline T max_nan(T a, T b) { return pick(is_nan(a) | (a > b), a, b); }
-template <typename T> inline T min_nan(T a, T b) { return pick(is_nan(a) | (a < b), a, b); }
+// else b. Written as a NaN test around a plain max, which g++ compiles to maxps (a > b ? a : b is
+// that instruction's own definition, no branch): both the rows fold and the column fold then
+// vectorize, and the rows fold does a word in two fewer instructions than with one blend of
+// `is_nan(a) | (a > b)` (amax along dim 1: 20% over the sum's time -> 5%).
+template <typename T> inline T max_nan(T a, T b) { return pick(is_nan(a), a, a > b ? a : b); }
+template <typename T> inline T min_nan(T a, T b) { return pick(is_nan(a), a, a < b ? a : b); }
 
 // Pairwise combination of N (a power of two) partial accumulators: a balanced tree of merges, so
 // each result is a sum of sums of equal size (the numerically sound order) and the tree is

@@ -3,9 +3,11 @@
     PYTHONPATH=$PWD python3 bench/bench_pointwise.py [--n 16777216] [--levels 1,2,3,4] [--repeat 5]
                                                      [--ops exp,sigmoid] [--json PATH]
 
-float32 inputs of n elements resident on the device; each figure is the best of `repeat` calls
-after a warm-up, output allocation included on both sides (the best, not the median: the machine
-is shared, and the least disturbed call is the one that measures the code). Two ratios: fpga / CPU
+float32 inputs of n elements resident on the device; each figure is the best of three turns of
+`repeat` calls, each turn after a warm-up call, output allocation included on both sides (the best,
+not the median: the machine is shared, and the least disturbed call is the one that measures the
+code). An op's CPU and device turns alternate, so both see the same states of the machine
+(bench/common.py best_in_turns); the CPU's figure is its best over every level's turns. Two ratios: fpga / CPU
 per level (target at opt=4, 2^24: <= 1.0 for the transcendental ops) and each level / opt=4
 (target at 2^22: levels 1-3 within 4x). Needs the images of `scons opt=N` for the levels asked.
 Plots the fpga / CPU ratios to docs/img/pointwise.png.
@@ -21,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
+from common import ROOT, best_in_turns, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -42,16 +44,6 @@ OPS = {
 }
 
 
-def best(fn, args, repeat: int) -> float:
-    fn(*args)  # warm-up: the allocator's first block, the image's first launch
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 24)
@@ -65,13 +57,13 @@ def main(argv=None) -> int:
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(args.n, generator=gen), torch.rand(args.n, generator=gen) + 0.5
     load = os.getloadavg()[0]
-    cpu = {name: best(fn, (x, y), args.repeat) for name, fn in ops.items()}
-    fpga = {}
+    cpu, fpga = {}, {}
     for level in levels:
         aten_fpga.load(level)
         fx, fy = x.to("fpga"), y.to("fpga")
         for name, fn in ops.items():
-            fpga[name, level] = best(fn, (fx, fy), args.repeat)
+            (c, _), (f, _) = best_in_turns([lambda: fn(x, y), lambda: fn(fx, fy)], args.repeat)
+            cpu[name], fpga[name, level] = min(c, cpu.get(name, c)), f
     headers = ["op", "CPU ms"] + [f"opt{level} ms" for level in levels] + [f"opt{level}/CPU" for level in levels]
     if 4 in levels and len(levels) > 1:
         headers += [f"opt{level}/opt4" for level in levels if level != 4]

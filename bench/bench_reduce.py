@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
+from common import ROOT, best_in_turns, machine, plot_level_ratios, print_table, pyplot, write_json  # noqa: E402
 
 import aten_fpga  # noqa: E402
 
@@ -41,28 +41,6 @@ OPS = {
     "norm": lambda a, *dim: torch.linalg.vector_norm(a, dim=dim or None),
 }
 DIMS = {"all": (), "dim1": (1,), "dim0": (0,)}
-
-
-def timed(fn) -> tuple[float, float]:
-    """The wall clock and the process CPU time of one call, in seconds."""
-    start, start_cpu = time.perf_counter(), time.process_time()
-    fn().cpu()
-    return time.perf_counter() - start, time.process_time() - start_cpu
-
-
-def best_in_turns(fns, calls: int, turns: int, warm: bool) -> list[tuple[float, float]]:
-    """For each function, the least wall clock and the least process CPU time of its calls: in
-    each of `turns` turns, each function `calls` timed calls in a row, after a warm-up call when
-    `warm` (else each turn's first call follows the other functions' calls: cold)."""
-    for fn in fns:
-        fn().cpu()  # the first call's allocations
-    times = [[] for _ in fns]
-    for _ in range(turns):
-        for fn, t in zip(fns, times):
-            if warm:
-                fn().cpu()
-            t.extend(timed(fn) for _ in range(calls))
-    return [(min(w for w, _ in t), min(c for _, c in t)) for t in times]
 
 
 def main(argv=None) -> int:
@@ -89,7 +67,8 @@ def main(argv=None) -> int:
         aten_fpga.load(level)
         on_device = x.to("fpga")
         for name, (fn, dim) in cases.items():
-            (c, ct), (f, ft) = best_in_turns([lambda: fn(x, *dim), lambda: fn(on_device, *dim)], *turns)
+            (c, ct), (f, ft) = best_in_turns([lambda: fn(x, *dim).cpu(), lambda: fn(on_device, *dim).cpu()],
+                                              *turns)
             cpu[name], cpu_time[name] = min(c, cpu.get(name, c)), min(ct, cpu_time.get(name, ct))
             fpga[name, level], fpga_time[name, level] = f, ft
     print(f"{args.size} x {args.size} float32, best of {args.repeat}; load average {load:.1f} on {os.cpu_count()} "

@@ -128,8 +128,8 @@ def reduce_cus(category: str, level: int, platform, n: int) -> tuple[int, int]:
 def cols_split_rows(words: int, cus: int) -> bool:
     """Whether the runtime gives each CU a block of whole rows of reduce_cols' [REDUCE_ROWS, words]
     (host/ps/fpga_reduce.cpp): the columns are fewer than the CUs, or a row is one tile and the
-    partials cost under an eighth of the input."""
-    rows_are_tiles = words <= COL_TILE and REDUCE_ROWS * ELEMENT_BYTES >= 8 * cus * REDUCE_PARTIAL_BYTES
+    combine (one CU, a partial per column per CU) takes under an eighth of the fold's time."""
+    rows_are_tiles = words <= COL_TILE and REDUCE_ROWS * ELEMENT_BYTES >= 8 * cus * cus * REDUCE_PARTIAL_BYTES
     return REDUCE_ROWS >= 2 * cus and (words < cus or rows_are_tiles)
 
 

@@ -245,12 +245,13 @@ void fpga_reduce(at::TensorIterator& iter, const KernelRef& op_kernel,
     // Columns: each CU a block of rows of the one batch, and the partials combined, when the
     // columns are too few to go round or a row is one tile (each CU then reads one contiguous
     // stretch, not a slice of every row: the emulator's memory streams it twice as fast) and the
-    // rows are many enough that the partials (a word per column per CU) cost under an eighth of
-    // the input; else each CU a block of whole columns (words), or whole batches.
+    // rows are many enough for the combine -- one CU merging a word per column per CU -- to take
+    // under an eighth of the fold's time; else each CU a block of whole columns (words), or whole
+    // batches. (4 CUs: 2048 float32 rows or more; 32 CUs on an HBM card: 131072.)
     const int64_t words = pitch_items, elements = cols.o * cols.r * cols.c;
     const bool few_columns = words < cus;
     const bool rows_are_tiles =
-        words <= AFPGA_REDUCE_COLUMN_TILE && cols.r * in_size >= 8 * cus * AFPGA_REDUCE_PARTIAL_BYTES;
+        words <= AFPGA_REDUCE_COLUMN_TILE && cols.r * in_size >= 8 * cus * cus * AFPGA_REDUCE_PARTIAL_BYTES;
     if (cols.o == 1 && cols.r >= 2 * cus && (few_columns || rows_are_tiles)) {
       for (const CuRange& b : launch.split(cols.r, 1, cols.c)) runs.push_back({b.begin * pitch_items, 0, 0, 1, b.size(), cols.c, b.begin});
       pieces = static_cast<int64_t>(runs.size());

@@ -7,8 +7,8 @@ float32 inputs of n elements resident on the device; each figure is the best of 
 `repeat` calls, each turn after a warm-up call, output allocation included on both sides (the best,
 not the median: the machine is shared, and the least disturbed call is the one that measures the
 code). An op's CPU and device turns alternate, so both see the same states of the machine
-(bench/common.py best_in_turns); the CPU's figure is its best over every level's turns. Two ratios: fpga / CPU
-per level (target at opt=4, 2^24: <= 1.0 for the transcendental ops) and each level / opt=4
+(bench/common.py best_in_turns); the CPU's figure is its best over every level's turns. Two
+ratios: fpga / CPU per level (target at opt=4, 2^24: <= 1.0 for the transcendental ops) and each level / opt=4
 (target at 2^22: levels 1-3 within 4x). Needs the images of `scons opt=N` for the levels asked.
 Plots the fpga / CPU ratios to docs/img/pointwise.png.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -77,8 +76,8 @@ def main(argv=None) -> int:
         for level in levels:
             records.append({"op": name, "level": level, "n": args.n, "cpu_s": cpu[name], "fpga_s": fpga[name, level],
                             "ratio": fpga[name, level] / cpu[name]})
-    print(f"float32, n = {args.n}, best of {args.repeat}; load average {load:.1f} on {os.cpu_count()} cores; "
-          f"torch threads {torch.get_num_threads()}")
+    print(f"float32, n = {args.n}, best of 3 turns of {args.repeat}; load average {load:.1f} on "
+          f"{os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
     print_table(headers, rows)
     write_json(args.json, {"benchmark": "pointwise", "machine": machine(), "load_average": load,
                            "repeat": args.repeat, "rows": records})

@@ -4,26 +4,26 @@
                                                   [--ops sum,var] [--cold] [--json PATH]
 
 One size x size float32 tensor (default 4096: 2^24 elements) resident on the device; each op over
-the whole tensor, along dim 1 (rows) and along dim 0 (columns). Each figure is the best of `repeat`
-calls after a warm-up, including the result's copy to the host (the best, not the median: the
-machine is shared). Both sides are timed warm, each call right after another of the same op on
-the same tensor, as a user's repeated op runs (on this machine part of a 64 MiB tensor then stays in
-the 32 MiB L3). A case's CPU and device calls go in turns of `repeat` calls each, three turns, so
-that both see the same states of the machine: its memory bandwidth moves by up to 2x within
-minutes, and timed all CPU cases first the ratio moved by 30% between runs. `--cold` times each
-call right after the other side's instead, so both read from DRAM (the streaming sums then take
-1.2-1.5x the CPU's time, docs/benchmarks.md). Beside each wall clock is the CPU time the process spent in the call (time.process_time: torch's
-over its threads, the emulator's over its CU threads), which a loaded machine moves far less than
-the wall clock. torch runs with its default threads. Target at opt=4: <= 1.25x the CPU. The
-emulator runs the HLS C++ as written, so the figures measure the emulation, not a card. Plot:
-docs/img/reduce.png (fpga / CPU per case and level, the target as a line).
+the whole tensor, along dim 1 (rows) and along dim 0 (columns). Each figure is the best of three
+turns of `repeat` calls, each turn after a warm-up call, including the result's copy to the host
+(the best, not the median: the machine is shared). Both sides are timed warm, each call right
+after another of the same op on the same tensor, as a user's repeated op runs (on this machine
+part of a 64 MiB tensor then stays in the 32 MiB L3). A case's CPU and device turns alternate
+(bench/common.py best_in_turns), so that both see the same states of the machine: its memory
+bandwidth moves by up to 2x within minutes, and timed all CPU cases first the ratio moved by 30%
+between runs. `--cold` times single calls in turns, each right after the other side's, so both
+read from DRAM (the streaming folds then take 1.0-1.5x the CPU's time, docs/benchmarks.md). Beside
+each wall clock is the CPU time the process spent in the call (time.process_time: torch's over its
+threads, the emulator's over its CU threads), which a loaded machine moves far less than the wall
+clock. torch runs with its default threads. Target at opt=4: <= 1.25x the CPU. The emulator runs
+the HLS C++ as written, so the figures measure the emulation, not a card. Plot: docs/img/reduce.png
+(docs/img/reduce_cold.png with --cold; fpga / CPU per case and level, the target as a line).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import time
 
 import torch
 
@@ -71,7 +71,8 @@ def main(argv=None) -> int:
                                               *turns)
             cpu[name], cpu_time[name] = min(c, cpu.get(name, c)), min(ct, cpu_time.get(name, ct))
             fpga[name, level], fpga_time[name, level] = f, ft
-    print(f"{args.size} x {args.size} float32, best of {args.repeat}; load average {load:.1f} on {os.cpu_count()} "
+    timing = f"best of {3 * args.repeat} single calls, cold" if args.cold else f"best of 3 turns of {args.repeat}"
+    print(f"{args.size} x {args.size} float32, {timing}; load average {load:.1f} on {os.cpu_count()} "
           f"cores; torch threads {torch.get_num_threads()}")
     rows, records = [], []
     for name in cases:

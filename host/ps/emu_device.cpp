@@ -19,7 +19,7 @@ namespace {
 // to one and its whole huge pages are asked for (MADV_HUGEPAGE; transparent huge pages in the
 // common `madvise` mode): a streaming kernel then walks 2 MiB pages, not 4 KiB ones, and its
 // TLB misses stop costing it. A card's memory has no pages at all; this is the emulator getting
-// out of the way (x.sum() of 64 MiB: 10-25% faster, docs/benchmarks.md).
+// out of the way (x.sum() of 64 MiB: 10-25% faster, docs/runtime.md).
 void* allocate_pages(size_t n) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (n < kHuge) return std::aligned_alloc(4096, n);

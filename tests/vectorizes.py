@@ -10,7 +10,8 @@ from codegen.generate import ROOT
 
 # -fno-ipa-icf: g++ would fold functions of identical code into one and report its loop on the
 # first one's line only.
-FLAGS = ["-std=c++14", "-faligned-new", "-O3", "-march=native", "-ffp-contract=off", "-Wno-unknown-pragmas",
+FLAGS = ["-std=c++14", "-faligned-new", "-O3", "-march=native", "-mmove-max=256", "-mstore-max=256",
+         "-ffp-contract=off", "-Wno-unknown-pragmas",
          "-fno-ipa-icf"]
 
 

@@ -39,8 +39,13 @@ def build(env, cfg, gen, steps) -> list:
         # -ffp-contract=off: g++ must not fuse a*b+c where the kernel (and ATen) rounds twice.
         # -fno-gnu-unique: the kernel registry is an inline function's static; as a GNU unique
         # symbol the loader would share one registry among all images loaded side by side.
+        # -mmove-max/-mstore-max=256: a 512-bit word (a stream's, or a vector copied between
+        # stages) moves in 256-bit halves, as the stages load it; with the 128-bit moves g++ picks
+        # for Zen 3, words go through the stack and general registers, and each load of a copied
+        # word stalls on store forwarding (exp at 2^24: 31 -> 16 ms; docs/runtime.md).
         CXXFLAGS=["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-march=native",
-                  "-ffp-contract=off", "-fno-gnu-unique", "-fPIC", "-Wno-unknown-pragmas", "-Wno-unused-label"],
+                  "-mmove-max=256", "-mstore-max=256", "-ffp-contract=off", "-fno-gnu-unique", "-fPIC",
+                  "-Wno-unknown-pragmas", "-Wno-unused-label"],
         CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
                     ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
     )
@@ -52,9 +57,7 @@ def build(env, cfg, gen, steps) -> list:
         # The unary unit: no kernel reads the floating-point exception flags, so g++ may evaluate both
         # sides of afpga::math's selects and vectorize its lane loops (values are unchanged). Not
         # everywhere: it made the NaN-propagating max of the reduce kernels several times slower.
-        # The reduce unit: the stream shim's word copies in 256-bit moves, as its folds load them; with
-        # the 128-bit moves g++ picks for Zen 3 each load of a copied word stalls on store forwarding.
-        flags = {"unary": ["-fno-trapping-math"], "reduce": ["-mmove-max=256", "-mstore-max=256"]}.get(name)
+        flags = {"unary": ["-fno-trapping-math"]}.get(name)
         unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + flags) if flags else emu
         obj = unit_env.SharedObject(f"{out}/obj/{name}.os", unit)
         emu.Depends(obj, included)  # the unit #includes them (also found by the scanner once generated)

@@ -257,21 +257,43 @@ const double SHIFTER = 6755399441055744.0;
 
 // sin/cos of a float, for every float: x = (q + f) pi/2 with q an integer and |f| <= 1/2, then the
 // Taylor series of sin or cos (as q is even or odd) at f pi/2, to x^13 / x^12 (relative remainder
-// < 1e-11), in double. The reduction is Payne-Hanek's made branch-free and table-free: with
-// 2^e <= |x| < 2^(e+1) and k = max(0, e - 24), x = x' 2^k where x' is an even integer when k > 0, so
-// x 2/pi = x' (2^k 2/pi) and only 2^k 2/pi mod 2 matters: bits k to k + 95 of 2/pi (a window of the
-// constant below, selected and shifted per lane), as four 24-bit pieces. x' (24 significant bits)
-// times each piece is exact in double, and the pieces are summed from the top, taking out the
-// integer part twice, so f keeps ~50 significant bits however close x is to a multiple of pi/2
-// (checked against glibc's double sin on every float: bench/ulp_pointwise.py and the tests bound
-// it). Selects, shifts, adds and multiplies only: g++ vectorizes it; on the card it is one pipeline.
+// < 1e-11), in double. The reduction is Payne-Hanek's made branch-free: with 2^e <= |x| < 2^(e+1)
+// and k = max(0, e - 24), x = x' 2^k where x' is an even integer when k > 0, so x 2/pi = x' (2^k 2/pi)
+// and only 2^k 2/pi mod 2 matters: bits k to k + 95 of 2/pi (a window of the constant below, one
+// ROM row per k), as four 24-bit pieces. x' (24 significant bits) times each piece is exact in
+// double, and the pieces are summed from the top, taking out the integer part twice, so f keeps ~50
+// significant bits however close x is to a multiple of pi/2 (checked against glibc's double sin on
+// every float: bench/ulp_pointwise.py and the tests bound it). A ROM read, then selects, shifts,
+// adds and multiplies: on the card one pipeline (the ROM is a few LUTs per lane, where four 64-bit
+// barrel shifters per lane would be many); in the emulator g++ vectorizes all but the ROM read.
 
 // The bits of 2/pi from its 2^0 bit (0) down, 64 to a word, the most significant first.
 const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,
                                  0xff28b1d5ef5de2b0ULL};
 
-// An integer below 2^52 as a double, through its bits (see SHIFTER).
-inline double small_int(uint64_t v) { return bits_as<double>(v | 0x4330000000000000ULL) - 4503599627370496.0; }
+// The window of 2/pi from bit k, 128 bits (hi, lo), for each k = 0 .. 104 (a float's largest k),
+// computed at compile time; `>> 1 >>` keeps a shift by 64 defined.
+const int SIN_WINDOWS = 105;
+struct SinWindows {
+  uint64_t hi[SIN_WINDOWS], lo[SIN_WINDOWS];
+};
+constexpr SinWindows sin_windows() {
+  SinWindows t{};
+  for (int k = 0; k < SIN_WINDOWS; ++k) {
+    const int s = k & 63, w = k >> 6;  // k < 128: from words 0-3
+    t.hi[k] = (TWO_OVER_PI[w] << s) | ((TWO_OVER_PI[w + 1] >> 1) >> (63 - s));
+    t.lo[k] = (TWO_OVER_PI[w + 1] << s) | ((TWO_OVER_PI[w + 2] >> 1) >> (63 - s));
+  }
+  return t;
+}
+constexpr SinWindows SIN_WINDOW = sin_windows();
+
+// v 2^(S - 52) for an integer 0 <= v < 2^52, exactly: v as the significand bits of 2^S, less 2^S.
+template <int S>
+inline double scaled_int(uint64_t v) {
+  const uint64_t one = uint64_t(1023 + S) << 52;  // 2^S
+  return bits_as<double>(v | one) - bits_as<double>(one);
+}
 
 // sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x.
 inline double sin_cos_core(float a, uint64_t quadrant_offset) {
@@ -280,18 +302,11 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   const uint64_t biased = (bits_as<uint64_t>(xa) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
   const uint64_t k = biased > 1023 + 24 ? biased - (1023 + 24) : 0;  // 0 .. 104
   const double x = xa * bits_as<double>((1023 - k) << 52);                  // x 2^-k, exact
-  // 128 bits of 2/pi from bit k: hi, lo (k < 128, so from words 0-3); `>> 1 >>` keeps a shift of 64 defined.
-  const uint64_t s = k & 63;
-  const bool second = k >= 64;
-  const uint64_t w0 = second ? TWO_OVER_PI[1] : TWO_OVER_PI[0];
-  const uint64_t w1 = second ? TWO_OVER_PI[2] : TWO_OVER_PI[1];
-  const uint64_t w2 = second ? TWO_OVER_PI[3] : TWO_OVER_PI[2];
-  const uint64_t hi = (w0 << s) | ((w1 >> 1) >> (63 - s));
-  const uint64_t lo = (w1 << s) | ((w2 >> 1) >> (63 - s));
-  const double c1 = small_int(hi >> 40) * 1.1920928955078125e-07;                             // 2^-23
-  const double c2 = small_int((hi >> 16) & 0xffffff) * 7.105427357601002e-15;                 // 2^-47
-  const double c3 = small_int(((hi << 8) | (lo >> 56)) & 0xffffff) * 4.235164736271502e-22;  // 2^-71
-  const double c4 = small_int((lo >> 32) & 0xffffff) * 2.524354896707238e-29;                 // 2^-95
+  const uint64_t hi = SIN_WINDOW.hi[k], lo = SIN_WINDOW.lo[k];
+  const double c1 = scaled_int<29>(hi >> 40);                             // 2^-23 units
+  const double c2 = scaled_int<5>((hi >> 16) & 0xffffff);                 // 2^-47
+  const double c3 = scaled_int<-19>(((hi << 8) | (lo >> 56)) & 0xffffff);  // 2^-71
+  const double c4 = scaled_int<-43>((lo >> 32) & 0xffffff);               // 2^-95
   const double p1 = x * c1, p2 = x * c2, p3 = x * c3, p4 = x * c4;  // exact: 24 x 24 bits
   const double t1 = p1 + SHIFTER;                 // round(p1) in the low bits
   const double b = (p1 - (t1 - SHIFTER)) + p2;    // |p1 - round(p1)| <= 1/2
@@ -300,14 +315,14 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   const uint64_t q = bits_as<uint64_t>(t1) + bits_as<uint64_t>(t2) + quadrant_offset;  // its low two bits: q mod 4
   const double th = f * 1.5707963267948966;  // |th| <= pi/4 (and a hair)
   const double t = th * th;
-  // sin th = th + th t S(t), cos th = 1 + t C(t): one Horner chain on the coefficients of the one
-  // this lane needs (selected per lane), Taylor's to th^13 / th^12.
-  const bool odd = q & 1;
-  const double p = horner(t, odd ? -1.0 / 2 : -1.0 / 6, odd ? 1.0 / 24 : 1.0 / 120, odd ? -1.0 / 720 : -1.0 / 5040,
-                          odd ? 1.0 / 40320 : 1.0 / 362880, odd ? -1.0 / 3628800 : -1.0 / 39916800,
-                          odd ? 1.0 / 479001600 : 1.0 / 6227020800);
-  const double r = hls::fma(odd ? t : th * t, p, odd ? 1.0 : th);
-  return (q & 2) ? -r : r;
+  // sin th = th + th t S(t), cos th = 1 + t C(t), Taylor's to th^13 / th^12: both, and the one this
+  // lane needs selected (a select per coefficient instead would cost more than the second chain).
+  const double s = hls::fma(th * t, horner(t, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
+                                           1.0 / 6227020800), th);
+  const double c = hls::fma(t, horner(t, -1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800,
+                                      1.0 / 479001600), 1.0);
+  const double r = (q & 1) ? c : s;
+  return bits_as<double>(bits_as<uint64_t>(r) ^ ((q & 2) << 62));  // negated in quadrants 2 and 3
 }
 
 template <typename T>

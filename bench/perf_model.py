@@ -222,6 +222,8 @@ def model(n: int) -> list[dict]:
                              "with_transfers_ms": transfers * 1e3, "cpu_ms": cpu[category] * 1e3,
                              "speedup_resident": cpu[category] / resident,
                              "speedup_with_transfers": cpu[category] / transfers,
+                             # what the card's memory peak alone would allow against this CPU
+                             "speedup_ceiling": cpu[category] / (moved / (peak_gbps(p) * 1e9)),
                              "board_w": watts, "energy_mj": watts * resident * 1e3 if watts else None,
                              "cpu_energy_mj": CPU["tdp_w"] * cpu[category] * 1e3})
     return rows
@@ -604,11 +606,17 @@ def main(argv=None) -> int:
     print("physical limits (data sheets): memory peak and host link per direction")
     print_table(["platform", "memory", "peak GB/s", "PCIe Gen3 x16 GB/s", "measured GB/s", "opt=4 CUs"], limits())
     print(f"\nprojected for {args.n} float32 elements per op, against this CPU's measured time")
+    print("(x ceiling: the speed-up the card's memory peak alone allows, moving the op's bytes at peak)")
     print_table(["category", "opt", "platform", "CUs", "Gelem/s", "GB/s", "% peak", "bound", "device ms", "+PCIe ms",
-                 "cpu ms", "x resident", "x +PCIe"],
+                 "cpu ms", "x resident", "x +PCIe", "x ceiling"],
                 [[r["category"], r["level"], r["platform"], r["cus"], r["gelem_per_s"], r["gbps"], r["percent_of_peak"],
                   r["bound"], r["device_ms"], r["with_transfers_ms"], r["cpu_ms"], r["speedup_resident"],
-                  r["speedup_with_transfers"]] for r in rows])
+                  r["speedup_with_transfers"], r["speedup_ceiling"]] for r in rows])
+    for r in rows:
+        if r["level"] == 4 and r["speedup_ceiling"] < 1:
+            print(f"{r['platform']} {r['category']}: its {r['peak_gbps']:.1f} GB/s peak is below what this CPU "
+                  f"reached ({r['gbps'] * r['device_ms'] / r['cpu_ms']:.1f} GB/s): no design on it is faster here; "
+                  "an embedded board's own host is its processing system's CPU, not this one")
     energy = energy_rows(rows, args.n)
     print(f"\nenergy per op at {args.n} float32 (board power or TDP x time; {CPU['tdp_source']}; "
           f"{H100['name']}: {H100['tdp_w']} W TDP x measured time)")

@@ -264,8 +264,9 @@ const double SHIFTER = 6755399441055744.0;
 // double, and the pieces are summed from the top, taking out the integer part twice, so f keeps ~50
 // significant bits however close x is to a multiple of pi/2 (checked against glibc's double sin on
 // every float: bench/ulp_pointwise.py and the tests bound it). A ROM read, then selects, shifts,
-// adds and multiplies: on the card one pipeline (the ROM is a few LUTs per lane, where four 64-bit
-// barrel shifters per lane would be many); in the emulator g++ vectorizes all but the ROM read.
+// adds and multiplies: on the card one pipeline (the ROM, 105 x 128 bits, is about 210 LUTs per
+// lane, where shifting the window per lane took four 64-bit barrel shifters); in the emulator g++
+// vectorizes all but the ROM read.
 
 // The bits of 2/pi from its 2^0 bit (0) down, 64 to a word, the most significant first.
 const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,

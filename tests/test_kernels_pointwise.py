@@ -417,3 +417,21 @@ def test_float_functions_at_their_edges(level, name):
     assert_matches(op, actual, expected, x)
     stats = aten_fpga.stats()
     assert stats["neg.out"]["fpga"] >= 2 and all(stats[f]["fpga"] >= 1 for f in op.funcs), stats
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_cos_in_every_binade(level, name):
+    """sin/cos read one row of their 2/pi window ROM per binade of |x| (afpga::math::sin_cos_core):
+    16 random significands in every binade of both signs, subnormals to the largest float, each row
+    against ATen within the op's bound; the input is another kernel's output (device-resident)."""
+    op = next(o for o in OPS if o.name == name)
+    gen = torch.Generator().manual_seed(7)
+    exponents = torch.arange(0, 255, dtype=torch.int32).repeat_interleave(16)  # biased; 0: subnormals
+    significands = torch.randint(0, 1 << 23, exponents.shape, generator=gen, dtype=torch.int32)
+    bits = (exponents << 23) | significands
+    x = torch.cat([bits, bits | torch.tensor(-(1 << 31), dtype=torch.int32)]).view(F32)
+    aten_fpga.reset_stats()
+    dev = torch.neg(torch.neg(x.to("fpga")))  # device-resident: the neg kernel's output
+    assert_matches(op, op.fn(dev).cpu(), op.fn(x), x)
+    stats = aten_fpga.stats()
+    assert stats["neg.out"]["fpga"] >= 2 and all(stats[f]["fpga"] >= 1 for f in op.funcs), stats

@@ -6,13 +6,12 @@ from __future__ import annotations
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+from codegen.emu_flags import EMU_CXXFLAGS
 from codegen.generate import ROOT
 
-# -fno-ipa-icf: g++ would fold functions of identical code into one and report its loop on the
-# first one's line only.
-FLAGS = ["-std=c++14", "-faligned-new", "-O3", "-march=native", "-mmove-max=256", "-mstore-max=256",
-         "-ffp-contract=off", "-Wno-unknown-pragmas",
-         "-fno-ipa-icf"]
+# The emulated image's flags, and -fno-ipa-icf: g++ would fold functions of identical code into one
+# and report its loop on the first one's line only.
+FLAGS = [*EMU_CXXFLAGS, "-fno-ipa-icf"]
 
 
 def vectorized(folder, header: str, functions: list[str]) -> list[bool]:

@@ -16,16 +16,16 @@ import tempfile
 import threading
 import time
 
+from codegen.emu_flags import EMU_CXXFLAGS
+
 from .._paths import build_dir
 from . import codegen
 from .fuse import FusedKernel, GemmEpilogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HLS = os.path.join(ROOT, "kernels", "hls")
-# The emulated image's flags (site_scons/afpga/emu.py says why each), and one instance per kernel.
-FLAGS = ["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-march=native", "-mmove-max=256",
-         "-mstore-max=256", "-ffp-contract=off", "-fno-gnu-unique", "-fPIC", "-Wno-unknown-pragmas", "-Wno-unused-label",
-         "-shared", "-DAFPGA_CUS=1"]
+# The emulated image's flags (codegen/emu_flags.py says why each), and one instance per kernel.
+FLAGS = [*EMU_CXXFLAGS, "-shared", "-DAFPGA_CUS=1"]
 PROGRESS_AFTER_S = 1.0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+from codegen.emu_flags import EMU_CXXFLAGS
 from SCons.Script import Action
 
 from . import connectivity, hls_interface, xclbin
@@ -30,22 +31,7 @@ def build(env, cfg, gen, steps) -> list:
     emu.Replace(CXX="g++")
     emu.Append(
         CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu", f"#{GEN}"],
-        # -std=c++14: Vitis HLS's language level; the image unit (image.cpp) is C++14 too, since
-        # every category unit includes its image.h. -faligned-new: the stream shim's std::vector
-        # holds over-aligned words (a 512-bit hls::vector is alignas(64)); C++14's operator new
-        # would only give 16 bytes (C++17 passes the alignment by default). -Werror=c++17-extensions:
-        # g++ would accept `if constexpr`, inline variables and fold expressions in C++14 mode with
-        # a mere warning; this makes a kernel that is not C++14 fail the build.
-        # -ffp-contract=off: g++ must not fuse a*b+c where the kernel (and ATen) rounds twice.
-        # -fno-gnu-unique: the kernel registry is an inline function's static; as a GNU unique
-        # symbol the loader would share one registry among all images loaded side by side.
-        # -mmove-max/-mstore-max=256: a 512-bit word (a stream's, or a vector copied between
-        # stages) moves in 256-bit halves, as the stages load it; with the 128-bit moves g++ picks
-        # for Zen 3, words go through the stack and general registers, and each load of a copied
-        # word stalls on store forwarding (exp at 2^24: 31 -> 16 ms; docs/runtime.md).
-        CXXFLAGS=["-std=c++14", "-faligned-new", "-Werror=c++17-extensions", "-O3", "-march=native",
-                  "-mmove-max=256", "-mstore-max=256", "-ffp-contract=off", "-fno-gnu-unique", "-fPIC",
-                  "-Wno-unknown-pragmas", "-Wno-unused-label"],
+        CXXFLAGS=list(EMU_CXXFLAGS),  # codegen/emu_flags.py says why each
         CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
                     ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
     )

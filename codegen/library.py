@@ -12,7 +12,7 @@ SCALAR_KEYS = ("name", "dtype", "default")
 DRIVERS = ("pointwise", "reduce", "host")
 # `inputs`/`outputs` on an op override the category's ports: a category whose kernels share a data
 # movement (a window over a plane) but not their operands (max pooling also writes indices).
-OP_KEYS = ("expr", "scalars", "dtypes", "types", "inputs", "outputs", "row")
+OP_KEYS = ("expr", "word", "scalars", "dtypes", "types", "inputs", "outputs", "row")
 
 
 def _strings(node: yamlsrc.Node, what: str) -> tuple[str, ...]:
@@ -97,8 +97,9 @@ def load_category(root: str, name: str) -> Category:
             if unknown:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
                                                  f"the ports are {', '.join((*op_inputs, *op_outputs))}")
+        word = str(s["word"].value) if "word" in s else None
         ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, op_inputs, op_outputs, types,
-                                sizes, driver, row)
+                                sizes, driver, row, word)
     return Category(name, ops)
 
 

@@ -76,6 +76,7 @@ class KernelOp:
     sizes: tuple[str, ...] = ("size",)  # the category's trailing size arguments
     driver: str = "pointwise"  # the host driver of its kernels: "pointwise" (fpga_kernel) or "reduce"
     row: tuple[str, ...] = ("s",)  # multi-tensor kernels: the scalars each table row carries, in order
+    word: str | None = None  # XCL_OPT 4 pointwise: a function computing the op on a whole word, if any
 
     @property
     def id(self) -> str:

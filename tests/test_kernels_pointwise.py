@@ -435,3 +435,24 @@ def test_sin_cos_in_every_binade(level, name):
     assert_matches(op, op.fn(dev).cpu(), op.fn(x), x)
     stats = aten_fpga.stats()
     assert stats["neg.out"]["fpga"] >= 2 and all(stats[f]["fpga"] >= 1 for f in op.funcs), stats
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_cos_words_of_both_kinds(level, name):
+    """At XCL_OPT 4 the emulator computes a word (16 float lanes) whose lanes are all below 2^25 with
+    the window row a constant, and any other word with each lane's row from the ROM
+    (afpga::math::sin_cos_lanes); a lane's result must not depend on which: each word again with
+    one lane replaced by a large float (2^25 and up) gives the same values in the other lanes, bit
+    for bit, and within the bound."""
+    op = next(o for o in OPS if o.name == name)
+    gen = torch.Generator().manual_seed(11)
+    words = (torch.rand(64, 16, generator=gen) - 0.5) * 2.0 ** torch.randint(-30, 25, (64, 16), generator=gen)
+    words[:, 15] = 2.0**24 * (1 + 3 * torch.rand(64, generator=gen))  # [2^24, 2^26): either kind of word
+    mixed = words.clone()
+    mixed[:, 14] = 2.0 ** torch.arange(25, 89).float()  # each word: the rows from the ROM
+    aten_fpga.reset_stats()
+    alone, together = (op.fn(torch.neg(torch.neg(x.flatten().to("fpga")))).cpu().view(64, 16) for x in (words, mixed))
+    others = torch.arange(16) != 14
+    assert torch.equal(alone[:, others].view(torch.int32), together[:, others].view(torch.int32))
+    assert_matches(op, together.flatten(), op.fn(mixed.flatten()), mixed.flatten())
+    assert aten_fpga.stats()[op.funcs[0]]["fpga"] >= 2

@@ -266,7 +266,7 @@ const double SHIFTER = 6755399441055744.0;
 // every float: bench/ulp_pointwise.py and the tests bound it). A ROM read, then selects, shifts,
 // adds and multiplies: on the card one pipeline (the ROM, 105 x 128 bits, is about 210 LUTs per
 // lane, where shifting the window per lane took four 64-bit barrel shifters); in the emulator g++
-// vectorizes all but the ROM read.
+// vectorizes all but the ROM read, which sin_cos_lanes skips where it can.
 
 // The bits of 2/pi from its 2^0 bit (0) down, 64 to a word, the most significant first.
 const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,
@@ -296,13 +296,16 @@ inline double scaled_int(uint64_t v) {
   return bits_as<double>(v | one) - bits_as<double>(one);
 }
 
-// sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x.
-inline double sin_cos_core(float a, uint64_t quadrant_offset) {
+// The window row of a float: k = max(0, e - 24) for 2^e <= |x| < 2^(e+1); 0 for every |x| < 2^25.
+inline uint64_t sin_window_row(float a) {
+  const uint64_t biased = (bits_as<uint64_t>(double(a)) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
+  return biased > 1023 + 24 ? biased - (1023 + 24) : 0;                   // 0 .. 104
+}
+
+// sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x, k its window row.
+inline double sin_cos_core(float a, uint64_t k, uint64_t quadrant_offset) {
 #pragma HLS INLINE
-  const double xa = a;
-  const uint64_t biased = (bits_as<uint64_t>(xa) >> 52) & 0x7ff;  // e + 1023 (a subnormal float is a normal double)
-  const uint64_t k = biased > 1023 + 24 ? biased - (1023 + 24) : 0;  // 0 .. 104
-  const double x = xa * bits_as<double>((1023 - k) << 52);                  // x 2^-k, exact
+  const double x = double(a) * bits_as<double>((1023 - k) << 52);           // x 2^-k, exact
   const uint64_t hi = SIN_WINDOW.hi[k], lo = SIN_WINDOW.lo[k];
   const double c1 = scaled_int<29>(hi >> 40);                             // 2^-23 units
   const double c2 = scaled_int<5>((hi >> 16) & 0xffffff);                 // 2^-47
@@ -326,21 +329,56 @@ inline double sin_cos_core(float a, uint64_t quadrant_offset) {
   return bits_as<double>(bits_as<uint64_t>(r) ^ ((q & 2) << 62));  // negated in quadrants 2 and 3
 }
 
-template <typename T>
-inline T sin(T a) { return hls::sin(a); }
-inline float sin(float a) {
-  const float r = float(sin_cos_core(a, 0));
-  return a == 0.0f ? a  // keeps the sign of -0
+// sin (quadrant 0) or cos (1) of a float, k its window row: NaN for inf and NaN; sin keeps -0.
+inline float sin_cos(float a, uint64_t k, uint64_t quadrant) {
+#pragma HLS INLINE
+  const float r = float(sin_cos_core(a, k, quadrant));
+  return quadrant == 0 && a == 0.0f ? a
          : hls::fabs(a) < std::numeric_limits<float>::infinity() ? r
-                                                                 : a - a;  // inf, NaN: NaN
+                                                                 : a - a;
 }
 
 template <typename T>
+inline T sin(T a) { return hls::sin(a); }
+inline float sin(float a) { return sin_cos(a, sin_window_row(a), 0); }
+
+template <typename T>
 inline T cos(T a) { return hls::cos(a); }
-inline float cos(float a) {
-  const float r = float(sin_cos_core(a, 1));
-  return hls::fabs(a) < std::numeric_limits<float>::infinity() ? r : a - a;
+inline float cos(float a) { return sin_cos(a, sin_window_row(a), 1); }
+
+// sin or cos of every lane of an XCL_OPT 4 word (T float or half, computed in float), as op() on
+// each lane gives them: unary/ops.yaml's `word` for sin and cos. On the card every lane reads its
+// row of the window ROM. In C simulation those reads are per-lane table loads that g++ cannot
+// vectorize, about a third of sin's time; yet a word with no lane at or above 2^25 (bits 0x4c000000:
+// the largest |x| of row 0) reads row 0 in every lane, so such a word runs a copy of the lane loop
+// with the row a constant. The values are the same (tests/test_kernels_pointwise.py checks words of
+// both kinds); HLS sees only the ROM loop.
+template <typename T, std::size_t L>
+inline void sin_cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r, uint64_t quadrant) {
+#pragma HLS INLINE
+#ifndef __SYNTHESIS__
+  uint32_t top = 0;  // the largest |lane|, as bits (NaN and inf are above every finite float)
+top_lane:
+  for (std::size_t l = 0; l < L; ++l) {
+    const uint32_t m = bits_as<uint32_t>(float(a[l])) & 0x7fffffffu;
+    top = m > top ? m : top;
+  }
+  if (top < 0x4c000000u) {
+  row0_lanes:
+    for (std::size_t l = 0; l < L; ++l) r[l] = T(sin_cos(float(a[l]), 0, quadrant));
+    return;
+  }
+#endif
+rom_lanes:
+  for (std::size_t l = 0; l < L; ++l) {
+#pragma HLS UNROLL
+    r[l] = T(sin_cos(float(a[l]), sin_window_row(float(a[l])), quadrant));
+  }
 }
+template <typename T, std::size_t L>
+inline void sin_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) { sin_cos_lanes(a, r, 0); }
+template <typename T, std::size_t L>
+inline void cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) { sin_cos_lanes(a, r, 1); }
 
 }  // namespace math
 

@@ -349,9 +349,9 @@ inline float cos(float a) { return sin_cos(a, sin_window_row(a), 1); }
 // sin or cos of every lane of an XCL_OPT 4 word (T float or half, computed in float), as op() on
 // each lane gives them: unary/ops.yaml's `word` for sin and cos. On the card every lane reads its
 // row of the window ROM. In C simulation those reads are per-lane table loads that g++ cannot
-// vectorize, about a third of sin's time; yet a word with no lane at or above 2^25 (bits 0x4c000000:
-// the largest |x| of row 0) reads row 0 in every lane, so such a word runs a copy of the lane loop
-// with the row a constant. The values are the same (tests/test_kernels_pointwise.py checks words of
+// vectorize, about a third of sin's time; yet a word with no lane at or above 2^25 (bits 0x4c000000,
+// where row 1 starts) reads row 0 in every lane, so such a word runs a copy of the lane loop with
+// the row a constant. The values are the same (tests/test_kernels_pointwise.py checks words of
 // both kinds); HLS sees only the ROM loop.
 template <typename T, std::size_t L>
 inline void sin_cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r, uint64_t quadrant) {

@@ -98,6 +98,10 @@ def load_category(root: str, name: str) -> Category:
                 raise TableError(s["types"].loc, f"op '{op_name}' types unknown port(s) {', '.join(unknown)}; "
                                                  f"the ports are {', '.join((*op_inputs, *op_outputs))}")
         word = str(s["word"].value) if "word" in s else None
+        if word is not None and driver != "pointwise":
+            raise TableError(s["word"].loc, f"'word' of op '{op_name}': only the pointwise categories' XCL_OPT 4 "
+                                            f"template calls a word function; category '{name}' (driver {driver}) "
+                                            "would ignore it: remove it")
         ops[op_name] = KernelOp(name, op_name, str(s["expr"].value), scalars, dtypes, loc, op_inputs, op_outputs, types,
                                 sizes, driver, row, word)
     return Category(name, ops)

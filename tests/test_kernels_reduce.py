@@ -402,3 +402,21 @@ def test_codegen_category_errors(tmp_path, spec, words):
     assert err.value.loc.line == 5
     for w in words:
         assert w in str(err.value)
+
+
+def test_codegen_word_only_for_pointwise(tmp_path):
+    """ops.yaml's `word` (a whole-word op function) is called by the pointwise XCL_OPT 4 template only:
+    on a reduce op it is an error at its line, not silently ignored."""
+    from codegen import library as kernel_library
+    from codegen.model import TableError
+
+    folder = tmp_path / "red"
+    folder.mkdir()
+    (folder / "ops.yaml").write_text("inputs: [in]\noutputs: [out]\nsizes: [outer, inner]\ndriver: reduce\n"
+                                     "ops:\n  s: {expr: S, word: s_lanes}\n")
+    for level in LEVELS:
+        (folder / f"opt{level}.cpp.j2").write_text("")
+    with pytest.raises(TableError) as err:
+        kernel_library.load_category(str(tmp_path), "red")
+    assert err.value.loc.line == 6
+    assert "'word' of op 's'" in str(err.value) and "remove it" in str(err.value)

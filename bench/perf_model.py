@@ -47,7 +47,7 @@ from common import ROOT, machine, median_seconds, print_table, pyplot, save_plot
 sys.path[:0] = [ROOT, os.path.join(ROOT, "site_scons")]  # the build's own bank assignment (and codegen it reads)
 from afpga.connectivity import bank_index  # noqa: E402
 from afpga.platforms import PLATFORMS  # noqa: E402
-from codegen.abi import REDUCE_COLUMN_TILE, REDUCE_PARTIAL_BYTES, REDUCE_PARTIALS  # noqa: E402
+from codegen.abi import REDUCE_COLUMN_TILE, REDUCE_LANE_PARTIALS, REDUCE_PARTIAL_BYTES, REDUCE_PARTIALS  # noqa: E402
 
 CLOCK_HZ = 300e6
 ELEMENT_BYTES = 4
@@ -74,13 +74,14 @@ MIN_ELEMENTS_PER_CU = 16384  # host/ps/launch.h kMinElementsPerCU
 
 def reduce_run_cycles(level: int) -> int:
     """The fold's cycles per run (a row) besides its words: the loop's fill and the drain. XCL_OPT 4
-    merges the partials pairwise a word a cycle (PARTIALS - 1 words over log2(PARTIALS) levels, each
-    a merge latency), then partial 0's lanes by a tree; the other levels keep one accumulator per
-    partial and combine them in one tree."""
-    depth = REDUCE_PARTIALS.bit_length() - 1  # log2: a tree's merges from leaf to root
+    keeps REDUCE_LANE_PARTIALS accumulators per float32 lane and merges them pairwise a word a cycle
+    (PARTIALS - 1 words over log2(PARTIALS) levels, each a merge latency), then partial 0's lanes by
+    a tree; the other levels keep REDUCE_PARTIALS accumulators and combine them in one tree."""
+    partials = REDUCE_LANE_PARTIALS if level == 4 else REDUCE_PARTIALS
+    depth = partials.bit_length() - 1  # log2: a tree's merges from leaf to root
     if level == 4:
         lanes_depth = LEVEL_LANES[4].bit_length() - 1
-        return PIPELINE_FILL + REDUCE_PARTIALS + (lanes_depth + depth) * ADD_LATENCY
+        return PIPELINE_FILL + partials + (lanes_depth + depth) * ADD_LATENCY
     return PIPELINE_FILL + depth * ADD_LATENCY
 
 # Physical limits, beside the projections.

@@ -14,6 +14,10 @@ WORD_BITS = 512  # one beat of an XCL_OPT 4 port
 # Interleaved accumulators of a reduction: each is updated every PARTIALS cycles, longer than a
 # double adder's latency, so the accumulation loop runs at II=1 (aten_fpga_reduce.h, reduce/).
 REDUCE_PARTIALS = 16
+# The XCL_OPT 4 rows fold's accumulators per lane where a lane's step is one float32 add or
+# compare-select (4-5 cycles at 300 MHz): fewer registers on the card, a shorter drain, and on the
+# emulator partials that fit the CPU's vector registers (aten_fpga_reduce.h FoldPartials).
+REDUCE_LANE_PARTIALS = 8
 # A reduction's partial accumulator (an op's Acc: up to complex var's 48 bytes) travels as one
 # 512-bit word of the reduce kernels' `part` port, so that one row can be split over the compute
 # units and its partials combined (kernels/hls/reduce, host/ps/fpga_reduce.cpp).

@@ -2,7 +2,8 @@
 
     python -m codegen.lint build/gen [--level N]     (also `scons lint`)
 
-Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp):
+Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp) as Vitis HLS reads it
+(`#ifndef __SYNTHESIS__` blocks, C simulation only, left out):
   top        one `extern "C"` top function
   m_axi      every pointer argument has an m_axi interface, each on its own bundle (several may share
              one only when the pragma line says why: `// shared: <reason>`)
@@ -56,8 +57,33 @@ def _body(text: str, start: int) -> tuple[int, int]:
 NARROW_MARKS = ("random access:", "element stream:")
 
 
+def synthesized(text: str) -> str:
+    """`text` as Vitis HLS reads it: without the C-simulation-only code (`#ifndef __SYNTHESIS__` up to
+    its `#else` or `#endif`), which g++ alone compiles and no rule applies to."""
+    kept, depth, skipping = [], 0, 0  # depth of #if nesting; skipping: the depth of the skipped block
+    for line in text.splitlines(keepends=True):
+        directive = line.strip()
+        if directive.startswith("#if"):
+            depth += 1
+            if not skipping and re.match(r"#ifndef\s+__SYNTHESIS__\b", directive):
+                skipping = depth
+                continue
+        elif directive.startswith(("#else", "#elif")) and skipping == depth:
+            skipping = 0
+            continue
+        elif directive.startswith("#endif"):
+            depth -= 1
+            if skipping == depth + 1:
+                skipping = 0
+                continue
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
 def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
     """Every convention `text`, a kernel at XCL_OPT `level`, breaks (empty: it is fine)."""
+    text = synthesized(text)
     problems = []
     found = interface.tops(text)
     if len(found) != 1:

@@ -10,7 +10,7 @@ import pytest
 from codegen import library as kernel_library
 from codegen.gen_hls import template_env
 from codegen.generate import HLS_ROOT
-from codegen.lint import LABELLED, lint_source, lint_tree, main
+from codegen.lint import LABELLED, lint_source, lint_tree, main, synthesized
 from codegen.model import DTYPES, LEVELS, Kernel
 
 
@@ -113,3 +113,21 @@ def test_cli_reports_and_fails(tmp_path, broken, capsys):
     (tmp_path / "gen" / "kernels.json").write_text(json.dumps(
         {"kernels": {"v_mul_float32": {"sources": {str(l): f"hls/binary/v_mul_float32_opt{l}.cpp" for l in LEVELS}}}}))
     assert main([str(tmp_path / "gen"), "--level", "2"]) == 0
+
+
+def test_c_simulation_only_code_is_not_linted():
+    """An `#ifndef __SYNTHESIS__` block is g++'s alone (the XCL_OPT 4 rows fold's groups): Vitis HLS
+    never reads it, so no rule applies to it; its `#else` branch, and code after it, are linted."""
+    def loop(v):  # unlabelled, with a variable bound and no pragma: three problems anywhere HLS reads it
+        return f"  for (uint64_t {v} = 0; {v} < n; ++{v}) {{\n    x += {v};\n  }}\n"
+    text = ("#ifndef __SYNTHESIS__\n#if 1\n" + loop("a") + "#endif\n" + loop("b") +
+            "#else\n" + loop("c") + "#endif\n" + loop("d"))
+    kept = synthesized(text)
+    assert "uint64_t a" not in kept and "uint64_t b" not in kept
+    assert "uint64_t c" in kept and "uint64_t d" in kept
+    src = render(HLS_ROOT, "binary", "add", "float32", 2)
+    top = src.index('extern "C"')
+    extra = "void extra(uint64_t n, uint64_t& x) {\n" + loop("e") + "}\n"
+    assert any("label" in p for p in lint_source(src[:top] + extra + src[top:], 2))
+    hidden = src[:top] + "#ifndef __SYNTHESIS__\n" + extra + "#endif\n" + src[top:]
+    assert lint_source(hidden, 2) == []

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import aten_fpga
+from codegen import abi
 from codegen.abi import LEVELS
 
 F32, F16, C64, I32, I64, BOOL = torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64, torch.bool
@@ -209,6 +210,41 @@ def test_one_ragged_row_is_read_in_place(level, n):
             torch.testing.assert_close(got.cpu().double(), x.double().sum(), rtol=2e-6, atol=1e-6)
         else:
             assert torch.equal(got.cpu(), fn(x))
+
+
+def card_order_sum(x: torch.Tensor) -> torch.Tensor:
+    """The float32 sum of one row exactly as the XCL_OPT 4 fold computes it, written out from
+    kernels/hls/reduce/opt4.cpp.j2: lane l of word w adds into float32 partial [w % 8][l] (8 =
+    codegen/abi.py REDUCE_LANE_PARTIALS), in word order; the drain widens partial j + 4 into j in
+    double, halves the partials twice more, and sums the 16 lanes by a balanced tree."""
+    lanes, partials = 16, abi.REDUCE_LANE_PARTIALS
+    words = -(-x.numel() // lanes)
+    padded = torch.zeros(words * lanes)
+    padded[:x.numel()] = x
+    part = torch.zeros(partials, lanes)
+    for w, word in enumerate(padded.view(words, lanes)):
+        part[w % partials] += word  # float32, one add per lane (the padding's zeros change nothing)
+    wide = part.double()
+    while len(wide) > 1:
+        wide = wide[:len(wide) // 2] + wide[len(wide) // 2:]
+    tree = wide[0]
+    while len(tree) > 1:
+        tree = tree.view(-1, 2).sum(1)  # pairs of neighbours: the balanced tree over the lanes
+    return tree[0].float()
+
+
+@pytest.mark.parametrize("n", [16, 8 * 16, 8 * 16 + 1, 37 * 16 + 5, 1000 * 16 - 3])
+def test_float32_sum_in_the_card_order(n):
+    """x.sum() of a float32 row is the card's sum to the bit: the emulator folds whole groups of
+    words in a loop of its own (C simulation only, for registers), which must make the same adds in
+    the same order as the words loop Vitis HLS synthesizes -- groups and the words after them, and
+    a last word that ends mid-word. One run of one CU (below the rows a CU splits, and within one
+    region of the emulator's dataflow), so the result is one fold's."""
+    aten_fpga.load(4)
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 1000
+    dev = x.to("fpga") * 1  # made by a kernel: valid only on the device
+    got = dev.sum().cpu()
+    assert torch.equal(got, card_order_sum(x)), (got.item(), card_order_sum(x).item())
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])

@@ -95,9 +95,9 @@ def test_reduce_loop_vectorizes(vectorized, loop):
     assert vectorized[loop], f"g++ left {loop} scalar (a branch in its lanes, or a whole-struct store?)"
 
 
-def column_fold_asm(tmp_path, name: str) -> str:
-    """The assembly of the column fold (`fold_columns`) of the generated XCL_OPT 4 float32 kernel of
-    reduce op `name`, compiled with the emulated image's flags."""
+def fold_asm(tmp_path, name: str, function: str) -> str:
+    """The assembly of `function` (fold_columns: the column fold; fold: the rows fold) of the generated
+    XCL_OPT 4 float32 kernel of reduce op `name`, compiled with the emulated image's flags."""
     op = kernel_library.load_library(HLS_ROOT)["reduce"].ops[name]
     kernel = Kernel(op, DTYPES["float32"])
     (tmp_path / ABI_HEADER).write_text(abi.header())
@@ -110,14 +110,32 @@ def column_fold_asm(tmp_path, name: str) -> str:
                         capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
     text = asm.read_text()
-    start = re.search(rf"^_ZN\d+{kernel.name}_opt412fold_columns\S*:$", text, re.M)
-    assert start, f"no fold_columns in {kernel.name}'s code"
+    start = re.search(rf"^_ZN\d+{kernel.name}_opt4{len(function)}{function}E\S*:$", text, re.M)
+    assert start, f"no {function} in {kernel.name}'s code"
     return text[start.end():text.index(".cfi_endproc", start.end())]
 
 
 @pytest.mark.parametrize("name", ["sum", "amax", "amin", "norm2", "norm_max"])
 def test_column_fold_is_vector_code(tmp_path, name):
-    code = column_fold_asm(tmp_path, name)
+    code = fold_asm(tmp_path, name, "fold_columns")
     scalar = re.findall(r"\bv?u?comis[sd]\b", code)
     assert not scalar, f"{name}'s column fold compares {len(scalar)} lanes one at a time"
     assert re.search(r"\bv(add|max|min|blendv|cmp\w*)p[sd]\b|\bvpblendvb\b", code), f"{name}'s column fold is scalar"
+
+
+@pytest.mark.parametrize("name", ["sum", "norm1", "norm2"])
+def test_rows_fold_keeps_float32_partials_in_registers(tmp_path, name):
+    """In C simulation the rows fold takes whole groups of words with each of its 8 x 16 float32
+    partials at a constant index (fold_groups), so that g++ keeps the partials of the float sums in
+    the 16 AVX2 registers: loaded and stored every word (part[w % FOLD_PARTIALS]), they cost a fifth
+    of the DRAM bandwidth. The group loop (the block that reads the most input) must read a whole
+    group, 2 x 8 half-words, and store at most a few partials spilled to the stack."""
+    code = fold_asm(tmp_path, name, "fold")
+    # Basic blocks: from a label to the first jump.
+    blocks = [re.split(r"^\s+j\w+\s", b, maxsplit=1, flags=re.M)[0] for b in re.split(r"^\.L\d+:$", code, flags=re.M)]
+    reads_input = r"-?\w*\(%r(?!sp)[^)]*\),\s*%ymm"  # a memory source off the stack: the input
+    loop = max(blocks, key=lambda b: len(re.findall(reads_input, b)))
+    reads = len(re.findall(reads_input, loop))
+    spills = len(re.findall(r"\bvmov\w+\s+%ymm\d+,\s*-?\w*\(%rsp\)", loop))
+    assert reads >= 2 * abi.REDUCE_LANE_PARTIALS, f"{name}: the group loop reads {reads} half-words"
+    assert spills <= 4, f"{name}'s group loop stores {spills} partials to the stack"

@@ -12,7 +12,7 @@
 //   R finish(Acc a, uint64_t n)           the output of a row of n elements
 //
 // An op may fold a row's elements in a narrower `Lane` type than its Acc (sum of float32: float
-// lanes, a double Acc): the XCL_OPT 4 rows fold's PARTIALS x LANES accumulators are Lanes
+// lanes, a double Acc): the XCL_OPT 4 rows fold's FoldPartials x LANES accumulators are Lanes
 // (LaneOf), its `add` and `merge` take either type, and each run's combined Lane becomes an Acc,
 // which the runs, partials, columns and the combine carry. The scalar folds of the other levels
 // (16 accumulators, each of every 16th element) fold in Acc: a narrow type buys them nothing.
@@ -24,7 +24,8 @@
 // PARTIALS interleaved accumulators its latency is hidden and the loop runs at II=1: element i joins
 // accumulator i % PARTIALS, so each one is updated every PARTIALS cycles, longer than a
 // double-precision adder's latency. PARTIALS is codegen/abi.py's REDUCE_PARTIALS, which the
-// templates write as the accumulator count and as their DEPENDENCE distance.
+// templates write as the accumulator count and as their DEPENDENCE distance; the XCL_OPT 4 rows
+// fold sizes its own to the lane's step (FoldPartials).
 #pragma once
 
 #include <cmath>
@@ -56,7 +57,7 @@ template <> struct Wide<std::complex<float> > { typedef std::complex<double> typ
 
 // The Lane type of the sums of float32 elements (sum, mean, the 1- and 2-norms, and the inf-norms,
 // exact in any type): float32, as ATen's CPU sums (a cascade sum in float). Each of the XCL_OPT 4
-// fold's LANES x PARTIALS accumulators sums every 256th element of a run; the drain widens them to
+// fold's LANES x FoldPartials accumulators sums every 128th element of a run; the drain widens them to
 // double, so the run's tree and the runs' merges (rows, pieces, the emulator's blocks) are in
 // double: within a few ulps of ATen's own float sum (docs/reductions.md has the measured errors).
 // Folding in double would hold half the lanes per register and convert every element. Products,
@@ -77,6 +78,22 @@ struct NoTag {
 };
 template <class Op, class = void> struct TagOf { typedef NoTag type; };
 template <class Op> struct TagOf<Op, typename Void<typename Op::Tag>::type> { typedef typename Op::Tag type; };
+
+// The XCL_OPT 4 rows fold's interleaved accumulators per lane: as many as the latency, in cycles,
+// of the op's loop-carried step on a lane, so that each accumulator is updated no more often than
+// its step completes and the words loop runs at II=1 with no more registers than that needs. A
+// float32 lane's step is one fadd or one compare-select, 4-5 cycles in Vitis HLS's cores at 300
+// MHz: Narrow (codegen/abi.py REDUCE_LANE_PARTIALS) of them. Every other lane keeps Wide
+// (REDUCE_PARTIALS): double adds and products of 6-8 cycles, complex products (a multiply then
+// an add), argmax's value-and-index compare. The templates write the DEPENDENCE distance as this
+// constant (Vitis HLS takes a const int there).
+template <class Op, int Wide, int Narrow>
+struct FoldPartials {
+  static const int value = std::is_same<typename LaneOf<Op>::type, float>::value &&
+                                   std::is_same<typename TagOf<Op>::type, NoTag>::value
+                               ? Narrow
+                               : Wide;
+};
 
 // The real type of a (possibly complex) type.
 template <typename T> struct Real { typedef T type; };

@@ -247,6 +247,36 @@ def test_float32_sum_in_the_card_order(n):
     assert torch.equal(got, card_order_sum(x)), (got.item(), card_order_sum(x).item())
 
 
+def scalar_order_sum(x: torch.Tensor) -> torch.Tensor:
+    """The float32 sum of one row as the scalar levels' fold computes it (kernels/hls/reduce/opt1 and
+    opt2): element i adds into double partial i % 16 (codegen/abi.py REDUCE_PARTIALS), in order, and
+    the partials are summed by a balanced tree."""
+    part = torch.zeros(abi.REDUCE_PARTIALS, dtype=torch.float64)
+    for i, v in enumerate(x.double()):
+        part[i % abi.REDUCE_PARTIALS] += v
+    while len(part) > 1:
+        part = part.view(-1, 2).sum(1)
+    return part[0].float()
+
+
+@pytest.mark.parametrize("level_", [1, 2, 3])
+@pytest.mark.parametrize("n", [15, 16, 33, 1000, 4093])
+def test_float32_sum_in_the_scalar_levels_order(level_, n):
+    """At XCL_OPT 1-3 the emulator folds whole groups of 16 elements in a loop of its own (C
+    simulation only, vectorized across the partials): the same adds in the same order as the
+    elements loop Vitis HLS synthesizes, so x.sum() is that fold's to the bit. One run: a row within
+    one tile (4096 elements) and one region, on one CU."""
+    aten_fpga.load(level_)
+    try:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        if n > 32:  # partial 0 holds 2^60 from element 0 to 32: it absorbs element 16 alone
+            x[0], x[32] = 2.0 ** 60, -2.0 ** 60
+        got = (x.to("fpga") * 1).sum().cpu()  # the input made by a kernel: valid only on the device
+        assert torch.equal(got, scalar_order_sum(x)), (got.item(), scalar_order_sum(x).item())
+    finally:
+        aten_fpga.load(4)
+
+
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_special_values(level, dtype):
     nan, inf = math.nan, math.inf

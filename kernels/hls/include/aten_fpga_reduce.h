@@ -370,6 +370,19 @@ inline typename Op::Acc lane_acc(const Op&, const L& lane, const NoTag&) {
 #pragma HLS INLINE
   return typename Op::Acc(lane);
 }
+// An Acc split into a Lane and its Tag, the inverse of lane_acc (the scalar levels' group fold, which
+// keeps argmax's values and indices apart as the XCL_OPT 4 fold does).
+template <class Op, class A>
+inline void split_acc(const Op&, const A& a, A& lane, NoTag&) {
+#pragma HLS INLINE
+  lane = a;
+}
+template <class Op, typename T>
+inline void split_acc(const Op&, const Best<T>& a, T& value, int64_t& index) {
+#pragma HLS INLINE
+  value = a.value;
+  index = a.index;
+}
 template <class Op, typename T>
 inline void clear_lane(const Op& op, T& value, int64_t& index) {
 #pragma HLS INLINE

@@ -277,6 +277,23 @@ def test_float32_sum_in_the_scalar_levels_order(level_, n):
         aten_fpga.load(4)
 
 
+@pytest.mark.parametrize("level_", [1, 2])
+def test_float32_column_sum_in_the_scalar_levels_order(level_):
+    """x.sum(0) at XCL_OPT 1-2 folds each column's rows in order into one double (a tile of 16 or
+    more columns has one slot per column): the emulator folds whole rows as loops of their own (C
+    simulation only), which must keep that order. Column c's rows 0..2 are 2^60, 1, -2^60: in order
+    the 1 is lost."""
+    aten_fpga.load(level_)
+    try:
+        x = torch.randn(100, 32, generator=torch.Generator().manual_seed(7))
+        x[0], x[1], x[2] = 2.0 ** 60, 1.0, -2.0 ** 60
+        got = (x.to("fpga") * 1).sum(0).cpu()
+        expected = x.double().cumsum(0)[-1].float()  # a sequential sum down each column
+        assert torch.equal(got, expected), (got - expected).abs().max()
+    finally:
+        aten_fpga.load(4)
+
+
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_special_values(level, dtype):
     nan, inf = math.nan, math.inf

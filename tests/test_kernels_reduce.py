@@ -212,6 +212,16 @@ def test_one_ragged_row_is_read_in_place(level, n):
             assert torch.equal(got.cpu(), fn(x))
 
 
+def sum_on_device(fn, dev: torch.Tensor) -> torch.Tensor:
+    """fn(dev) on the host, after checking that it launched the reduce kernel (one launch; no CPU
+    fallback): a fallback's sum would be ATen's, not the fold's order these tests pin down."""
+    aten_fpga.reset_stats()
+    got = fn(dev).cpu()
+    assert aten_fpga.stats()["sum.IntList_out"] == {"fpga": 1, "cpu_fallback": 0}, aten_fpga.stats()
+    assert aten_fpga.report()["sum.IntList_out"]["launches"] >= 1
+    return got
+
+
 def card_order_sum(x: torch.Tensor) -> torch.Tensor:
     """The float32 sum of one row exactly as the XCL_OPT 4 fold computes it, written out from
     kernels/hls/reduce/opt4.cpp.j2: lane l of word w adds into float32 partial [w % 8][l] (8 =
@@ -243,7 +253,7 @@ def test_float32_sum_in_the_card_order(n):
     aten_fpga.load(4)
     x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 1000
     dev = x.to("fpga") * 1  # made by a kernel: valid only on the device
-    got = dev.sum().cpu()
+    got = sum_on_device(torch.sum, dev)
     assert torch.equal(got, card_order_sum(x)), (got.item(), card_order_sum(x).item())
 
 
@@ -271,7 +281,7 @@ def test_float32_sum_in_the_scalar_levels_order(level_, n):
         x = torch.randn(n, generator=torch.Generator().manual_seed(n))
         if n > 32:  # partial 0 holds 2^60 from element 0 to 32: it absorbs element 16 alone
             x[0], x[32] = 2.0 ** 60, -2.0 ** 60
-        got = (x.to("fpga") * 1).sum().cpu()  # the input made by a kernel: valid only on the device
+        got = sum_on_device(torch.sum, x.to("fpga") * 1)  # the input made by a kernel: valid only on the device
         assert torch.equal(got, scalar_order_sum(x)), (got.item(), scalar_order_sum(x).item())
     finally:
         aten_fpga.load(4)
@@ -287,7 +297,7 @@ def test_float32_column_sum_in_the_scalar_levels_order(level_):
     try:
         x = torch.randn(100, 32, generator=torch.Generator().manual_seed(7))
         x[0], x[1], x[2] = 2.0 ** 60, 1.0, -2.0 ** 60
-        got = (x.to("fpga") * 1).sum(0).cpu()
+        got = sum_on_device(lambda t: t.sum(0), x.to("fpga") * 1)  # the input made by a kernel
         expected = x.double().cumsum(0)[-1].float()  # a sequential sum down each column
         assert torch.equal(got, expected), (got - expected).abs().max()
     finally:

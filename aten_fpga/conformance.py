@@ -250,7 +250,6 @@ class Result:
 
 def _table_ops() -> dict[str, tuple[torch.dtype, ...]]:
     """ATen base name -> dtypes, from the table (without loading PyTorch's own table)."""
-    sys.path.insert(0, ROOT)
     from codegen.table import load_table
 
     out: dict[str, set] = defaultdict(set)

@@ -396,6 +396,12 @@ EDGES = [88.72283172607421875, 88.7228317260742188 + 2**-17, 88.72283935546875, 
          -math.inf, math.nan, 3.4e38, -3.4e38]
 
 
+# Edges where ATen's answer depends on the host's vector ISA: the test checks the card's answer
+# (docs/kernels.md, "Where ATen disagrees with itself"). ATen's AVX-512 gelu gives NaN at +inf
+# (its vector erf) and overflows to inf at 3.4e38; its AVX2 and scalar loops give x at both.
+CARD_ANSWERS = {"gelu": {math.inf: math.inf, 3.4e38: 3.4e38}}
+
+
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"])
 def test_float_functions_at_their_edges(level, name):
     """The afpga::math functions at their thresholds match ATen: inf, NaN and signed zeros exactly, the
@@ -409,6 +415,8 @@ def test_float_functions_at_their_edges(level, name):
     dev = torch.neg(torch.neg(x.to("fpga")))  # device-resident: the neg kernel's output
     actual = op.fn(dev).cpu()
     expected = op.fn(x)
+    for edge, answer in CARD_ANSWERS.get(name, {}).items():
+        expected[x == edge] = answer
     for special in (torch.isnan, torch.isposinf, torch.isneginf):
         assert torch.equal(special(actual), special(expected)), (name, x[special(actual) != special(expected)])
     if not name.startswith("gelu"):  # gelu's zeros (x < -9) are -0 here and +0 in ATen: not reproduced

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from codegen.emu_flags import EMU_CXXFLAGS
+from codegen.emu_flags import UNIT_CXXFLAGS, emu_cxxflags
 from SCons.Script import Action
 
 from . import connectivity, hls_interface, xclbin
@@ -31,7 +31,7 @@ def build(env, cfg, gen, steps) -> list:
     emu.Replace(CXX="g++")
     emu.Append(
         CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu", f"#{GEN}"],
-        CXXFLAGS=list(EMU_CXXFLAGS),  # codegen/emu_flags.py says why each
+        CXXFLAGS=list(emu_cxxflags(cfg.march)),  # codegen/emu_flags.py says why each
         CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
                     ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
     )
@@ -40,23 +40,20 @@ def build(env, cfg, gen, steps) -> list:
     # One object per category: a template edit recompiles its category's unit and no other.
     units = [(c, unit, included) for c, (unit, included) in sorted(gen.emu_units.items())]
     for name, unit, included in units + [("image", "kernels/hls/emu/image.cpp", [])]:
-        # The unary unit: no kernel reads the floating-point exception flags, so g++ may evaluate both
-        # sides of afpga::math's selects and vectorize its lane loops (values are unchanged). Not
-        # everywhere: it made the NaN-propagating max of the reduce kernels several times slower.
-        flags = {"unary": ["-fno-trapping-math"]}.get(name)
-        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + flags) if flags else emu
+        flags = UNIT_CXXFLAGS.get(name)
+        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + list(flags)) if flags else emu
         obj = unit_env.SharedObject(f"{out}/obj/{name}.os", unit)
         emu.Depends(obj, included)  # the unit #includes them (also found by the scanner once generated)
-        steps.track(emu, obj, f"opt{cfg.opt}/obj/{name}", f"g++ {name}", "compile", [unit] + included,
+        steps.track(emu, obj, f"{cfg.level_dir}/obj/{name}", f"g++ {name}", "compile", [unit] + included,
                     unit_env.subst("$CXXFLAGS $_CPPDEFFLAGS"))
         objs += obj
     library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
-    steps.track(emu, library, f"opt{cfg.opt}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
+    steps.track(emu, library, f"{cfg.level_dir}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
 
     params = env.Value(json.dumps({"cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
                                    "platform": cfg.platform.name, "library": LIBRARY,
                                    "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
     image = env.Command(f"{out}/torch.xclbin", [gen.interface, params], Action(write_xclbin, "write $TARGET"))
     env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input
-    steps.track(env, image, f"opt{cfg.opt}/xclbin", "torch.xclbin", "xclbin", [gen.interface], params.read())
+    steps.track(env, image, f"{cfg.level_dir}/xclbin", "torch.xclbin", "xclbin", [gen.interface], params.read())
     return list(image) + list(library)

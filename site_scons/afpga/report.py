@@ -23,7 +23,7 @@ def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> s
         "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
                     for k in gen.kernels],
         "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,
-        "interface": gen.interface,
+        "interface": gen.interface, "level_dir": cfg.level_dir,
     }, sort_keys=True)
 
 
@@ -47,7 +47,7 @@ def write(target, source, env):
             history = json.load(f)["steps"]
     except (FileNotFoundError, ValueError, KeyError):
         history = {}
-    level = f"opt{p['opt']}/"
+    level = f"{p['level_dir']}/"
     steps = [{"step": h["label"], "seconds": h["seconds"]} for sid, h in sorted(history.items())
              if sid.startswith(level) or "/" not in sid]
     kernels = []

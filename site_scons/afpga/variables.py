@@ -46,6 +46,7 @@ class Config:
     gemm_pe: tuple[int, int]  # the GEMM kernel's PE array at XCL_OPT 4: PM x PN
     cus_given: bool  # cus= was set: every kernel gets `cus` CUs
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
+    march: str = "native"  # target=emu: g++'s -march for the image
 
     def kernel_cus(self, category: str) -> int:
         """CUs of one kernel of `category`: `cus`; at the XCL_OPT 4 default, the compute-bound kernels
@@ -65,8 +66,14 @@ class Config:
         return "build/emu" if not self.hardware else f"build/{self.target}/{self.platform.name}"
 
     @property
+    def level_dir(self) -> str:
+        """The image's folder under target_dir: opt<N>, and -<march> for an emulated image built for
+        another ISA than the host's."""
+        return f"opt{self.opt}" + ("" if self.march == "native" else f"-{self.march}")
+
+    @property
     def out_dir(self) -> str:
-        return f"{self.target_dir}/opt{self.opt}"
+        return f"{self.target_dir}/{self.level_dir}"
 
 
 def _names(valid):
@@ -127,7 +134,15 @@ def declare(args, kernel_names, dtypes) -> Variables:
                        "with the same results as any other)", "", _gemm_pe)
     v.Add("fused", "v++ targets: also build the fused kernels (torch.compile) whose sources "
                    "`python -m aten_fpga.compile export <folder>` wrote into this folder", "")
+    v.Add("march", "target=emu: the instruction set g++ compiles the emulated image for (-march; default native, "
+                   "the host's). Another one (e.g. x86-64-v3, AVX2) builds into build/emu/opt<N>-<march>; "
+                   "the results are the same bits on every ISA", "native", _march)
     return v
+
+
+def _march(key, value, env):
+    if not value or not all(c.isalnum() or c in "-_." for c in value):
+        raise UserError(f"{key}={value!r} is not valid: give a g++ -march value, e.g. native or x86-64-v3")
 
 
 def config(env) -> Config:
@@ -137,9 +152,11 @@ def config(env) -> Config:
     if target != "emu" and platform.embedded and not env["common_image"]:
         raise UserError(f"platform={platform.alias} is embedded: its package step needs the Xilinx common image "
                         f"(rootfs.ext4, Image). Give common_image=<folder> or set EDGE_COMMON_SW.")
+    if target != "emu" and env["march"] != "native":
+        raise UserError(f"march={env['march']} is for target=emu (the emulated image); v++ builds for the card")
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
     return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt, platform),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
                   tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform, target)).split("x")),
-                  bool(env["cus"]), env["fused"])
+                  bool(env["cus"]), env["fused"], env["march"])

@@ -83,23 +83,24 @@ def test_hw_commands_and_ddr_connectivity(repo):
 
 
 def test_hw_emu_on_hbm_runs_emconfigutil_and_spreads_over_pseudo_channels(repo):
-    ok(scons(repo, "target=hw_emu", f"platform={U55C}", "kernels=binary", "freq=250", "xclbin"))
+    # One kernel: two would need 1,536 BRAM36 for their 192 m_axi adapters, over the U55C's budget.
+    ok(scons(repo, "target=hw_emu", f"platform={U55C}", "kernels=add", "freq=250", "xclbin"))
     runs = tool_log(repo)
     out = f"build/hw_emu/{U55C}/opt4"
     assert ["emconfigutil", "--platform", U55C, "--od", out] in runs
     expected_compile = compile_cmd("hw_emu", U55C, 4, "v_add_float32", "binary")
     expected_compile[10:10] = ["--kernel_frequency", "250"]
     assert expected_compile in runs
-    assert link_cmd("hw_emu", U55C, 4, ["v_add_float32", "v_mul_float32"], ["--kernel_frequency", "250"]) in runs
-    assert len(runs) == 4
+    assert link_cmd("hw_emu", U55C, 4, ["v_add_float32"], ["--kernel_frequency", "250"]) in runs
+    assert len(runs) == 3
     assert json.loads((repo / out / "emconfig.json").read_text())["Platform"]["Boards"][0]["Name"] == U55C
-    # opt=4 on an HBM card: 32 CUs of each streaming kernel, their 96 ports 3 to every pseudo-channel,
+    # opt=4 on an HBM card: 32 CUs of a streaming kernel, their 96 ports 3 to every pseudo-channel,
     # each CU's own ports on three different ones.
     cfg = (repo / out / "connectivity.cfg").read_text().splitlines()
     assert [line for line in cfg if line.startswith("nk=")] == [
-        f"nk={k}:32:" + ".".join(f"{k}_{i}" for i in range(1, 33)) for k in ("v_add_float32", "v_mul_float32")]
+        f"nk={k}:32:" + ".".join(f"{k}_{i}" for i in range(1, 33)) for k in ("v_add_float32",)]
     sp = dict(line[3:].split(":") for line in cfg if line.startswith("sp="))
-    for k in ("v_add_float32", "v_mul_float32"):
+    for k in ("v_add_float32",):
         banks = [sp[f"{k}_{i}.{a}"] for i in range(1, 33) for a in ("in1", "in2", "out")]
         assert sorted(banks) == sorted(f"HBM[{b}]" for b in range(32) for _ in range(3))
         assert all(len(set(banks[3 * c:3 * c + 3])) == 3 for c in range(32))
@@ -253,3 +254,22 @@ def test_bad_values_stop_at_once_with_the_valid_ones(repo):
     for text in ("target:", "(emu|sw_emu|hw_emu|hw)", "default: emu", "opt:", "default: 4", "kernels:", "dtypes:",
                  "platform:", f"default: {U250}", "u55c", "HBM[0..31]", "ZCU102", "cus:", "-j N"):
         assert text in h, text
+
+
+def test_an_image_that_cannot_fit_stops_before_any_compile(repo):
+    """cus=64 of three kernels is 192 compute units, where XRT serves 128: refused after the codegen,
+    in seconds, before any v++ -c, with a table that names the limit and the fix."""
+    p = scons(repo, "target=hw", "platform=u250", "cus=64", "xclbin")
+    assert p.returncode != 0
+    assert "compute units (XRT's limit): needs 192, the limit is 128" in p.stdout, p.stdout
+    assert "give fewer CUs (cus=1)" in p.stdout and "nothing was compiled" in p.stdout
+    assert not [r for r in tool_log(repo) if r[:2] == ["v++", "-c"]]
+    # 4 CUs a kernel fit: built, and the estimate is in the report and in `scons -n`.
+    ok(scons(repo, "target=hw", "platform=u250", "xclbin"))
+    report = json.loads((repo / f"build/hw/{U250}/opt4/report.json").read_text())["resources"]
+    assert report["fits"] and report["cus"] == sum(k["cus"] for k in report["kernels"])
+    assert {k["name"] for k in report["kernels"]} >= set(KERNELS)
+    assert all(k["total"]["lut"] > 0 and k["total"]["bram36"] > 0 for k in report["kernels"])
+    assert "## Resources (estimate): fits" in (repo / f"build/hw/{U250}/opt4/report.md").read_text()
+    dry = ok(scons(repo, "-n", "target=hw", "platform=u250", "cus=64", "xclbin"))
+    assert "Resource estimate for Alveo U250" in dry and "DOES NOT FIT" in dry

@@ -24,6 +24,7 @@ class KernelSource:
     category: str
     dtype: str
     source: str  # the generated HLS source, e.g. build/gen/hls/binary/v_add_float32_opt4.cpp
+    op: str = ""  # the library op (add); the resource model prices its element function
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def generate(env, cfg, steps) -> Generated:
     if not chosen:
         raise UserError(f"kernels={','.join(cfg.kernels)} dtypes={','.join(cfg.dtypes)} selects no kernel of "
                         f"{TABLE}; its kernels are: {', '.join(k.name for k in plan(TABLE).kernels)}")
-    kernels = tuple(KernelSource(k.name, k.op.category, k.dtype.name, f"{GEN}/{k.source(level)}") for k in chosen)
+    kernels = tuple(KernelSource(k.name, k.op.category, k.dtype.name, f"{GEN}/{k.source(level)}", k.op.name)
+                    for k in chosen)
     targets = [f"{GEN}/{f}" for f in p.files((level,))]
     sources = ([TABLE, native_functions_yaml()] + sorted(env.Glob("#codegen/*.py"), key=str)
                + sorted(env.Glob("#kernels/hls/*/*.j2"), key=str) + sorted(env.Glob("#kernels/hls/*/ops.yaml"), key=str))
@@ -89,7 +91,7 @@ def with_fused(env, cfg, gen: Generated) -> Generated:
     if not sources:
         raise UserError(f"fused={cfg.fused}: no v_fused_*.cpp in it; write them with "
                         f"`python -m aten_fpga.compile export {cfg.fused}`")
-    fused = tuple(KernelSource(os.path.basename(s)[:-4], "fused", "float32", s) for s in sources)
+    fused = tuple(KernelSource(os.path.basename(s)[:-4], "fused", "float32", s, "fused") for s in sources)
     merged = f"{cfg.out_dir}/interface_fused.json"
     node = env.Command(merged, [gen.interface] + list(sources), _merge_interfaces)
     env.Depends(node, env.Glob("#codegen/interface.py"))

@@ -9,9 +9,8 @@ from SCons.Script import Action
 
 from codegen.abi import LEVEL_NAMES
 
-from . import connectivity, hls_interface
+from . import connectivity, hls_interface, resources
 from .progress import clock
-
 
 
 def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> str:
@@ -23,7 +22,7 @@ def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> s
         "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
                     for k in gen.kernels],
         "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,
-        "interface": gen.interface, "level_dir": cfg.level_dir,
+        "interface": gen.interface, "level_dir": cfg.level_dir, "fit": resources.params(cfg, gen.kernels),
     }, sort_keys=True)
 
 
@@ -61,7 +60,8 @@ def write(target, source, env):
     doc = {"target": p["target"], "platform": {"name": p["platform"], "card": p["card"], "memory": p["memory"]},
            "opt": p["opt"], "level": LEVEL_NAMES[p["opt"]], "cus_per_kernel": p["cus"], "outputs": p["outputs"],
            "kernels": kernels, "bank_map": banks, "steps": steps,
-           "total_seconds": round(sum(s["seconds"] for s in steps), 3), "vitis_reports": reports}
+           "total_seconds": round(sum(s["seconds"] for s in steps), 3), "vitis_reports": reports,
+           "resources": resources.fit_of(p["interface"], p["fit"]).to_json()}
     with open(str(target[0]), "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -78,6 +78,7 @@ def markdown(d: dict) -> str:
     for k in d["kernels"]:
         args = ", ".join(f"{a['name']}: {a['type']}" for a in k["args"])
         lines.append(f"| {k['name']} | {k['category']} | {k['dtype']} | {', '.join(k['cus'])} | {args} |")
+    lines += resources_markdown(d["resources"])
     lines += ["", "## Bank map", "", "| CU | port -> bank |", "|---|---|"]
     for cu, ports in d["bank_map"].items():
         lines.append(f"| {cu} | {', '.join(f'{a} -> {b}' for a, b in ports.items())} |")
@@ -90,3 +91,25 @@ def markdown(d: dict) -> str:
             for kind, x in r.items():
                 lines.append(f"| {name} | {kind} | `{x['path']}`{'' if x['exists'] else ' (not written)'} |")
     return "\n".join(lines) + "\n"
+
+
+def resources_markdown(r: dict) -> list[str]:
+    """The estimate against the card (site_scons/afpga/resources.py): totals, then per kernel."""
+    budget = {k: v * r["budget"] for k, v in r["left_by_shell"].items()}
+    worst = max(r["ports_per_bank"].values())
+    lines = ["", f"## Resources (estimate): {'fits' if r['fits'] else '**does not fit**'}", "",
+             "| | need | limit | use |", "|---|---|---|---|",
+             f"| compute units | {r['cus']:,} | {r['max_cus']} (XRT) | {r['cus'] / r['max_cus']:.0%} |",
+             f"| m_axi masters on the busiest bank | {worst:,} | {r['max_ports_per_bank']} (Vitis) | "
+             f"{worst / r['max_ports_per_bank']:.0%} |"]
+    for k, need in r["total"].items():
+        have = budget[k]
+        lines.append(f"| {k.upper()} | {need:,} | {have:,.0f} (80% of what the shell leaves) | "
+                     f"{need / have:.0%} |" if have else f"| {k.upper()} | {need:,} | 0 | - |")
+    lines += [f"- {o['what']}: needs {o['need']:,}, the limit is {o['limit']:,}; {o['fix']}" for o in r["overflows"]]
+    lines += ["", "| kernel | CUs | ports | lanes | LUT | FF | DSP | BRAM36 | URAM |", "|---|---|---|---|---|---|---|---|---|"]
+    for k in sorted(r["kernels"], key=lambda k: -k["total"]["lut"]):
+        t = k["total"]
+        lines.append(f"| {k['name']} | {k['cus']} | {k['ports']} | {k['lanes']} | {t['lut']:,} | {t['ff']:,} | "
+                     f"{t['dsp']:,} | {t['bram36']:,} | {t['uram']:,} |")
+    return lines

@@ -11,7 +11,7 @@ import os
 from SCons.Errors import UserError
 from SCons.Script import Action, GetOption
 
-from . import connectivity, hls_interface
+from . import connectivity, hls_interface, resources
 
 HLS_INCLUDE = "kernels/hls/include"  # our shared HLS headers (never the emu shims: v++ has the real ones)
 
@@ -87,8 +87,40 @@ def write_config(target, source, env):
     return 0
 
 
+def check_fit(target, source, env):
+    """The resource estimate against the card (site_scons/afpga/resources.py): the step every
+    v++ -c waits for, so an image that cannot fit stops in seconds, before any compile."""
+    fit = resources.fit_of(str(source[0]), json.loads(source[-1].read()))
+    with open(str(target[0]), "w", encoding="utf-8") as f:
+        json.dump(fit.to_json(), f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(resources.table(fit))
+    if not fit.fits:
+        print("scons: this image does not fit the card: nothing was compiled. Fix what the table names "
+              "(docs/building.md, \"Will it fit?\").")
+        return 1
+    return 0
+
+
+def dry_run_estimate(cfg, gen) -> None:
+    """`scons -n` runs no step, the codegen included: it prints the estimate from the interface file
+    an earlier codegen of this level left, when it has every kernel of the image."""
+    try:
+        fit = resources.fit_of(gen.interface, resources.params(cfg, gen.kernels))
+    except (OSError, KeyError, ValueError):
+        print(f"(resource estimate: after the codegen writes {gen.interface}; run without -n to see it)")
+        return
+    print(resources.table(fit))
+
+
 def build(env, cfg, gen, steps) -> list:
     """Declare the steps; returns the image's nodes (xclbin, plus emconfig.json / the package)."""
+    fit = env.Command(f"{cfg.out_dir}/fit.json",
+                      [gen.interface, env.Value(json.dumps(resources.params(cfg, gen.kernels), sort_keys=True))],
+                      Action(check_fit, "estimate the image's resources -> $TARGET"))
+    env.Depends(fit, env.Glob("#site_scons/afpga/*.py"))
+    if GetOption("no_exec"):
+        dry_run_estimate(cfg, gen)
     xo_env = env.Clone()
     if cfg.cache and not GetOption("no_exec"):
         os.makedirs(os.path.dirname(os.path.abspath(cfg.cache)), exist_ok=True)  # SCons makes only the last level
@@ -99,6 +131,7 @@ def build(env, cfg, gen, steps) -> list:
         command = compile_command(cfg, k)
         xo = xo_env.Command(f"{cfg.out_dir}/xo/{k.name}.xo", k.source, command)
         xo_env.Depends(xo, env.Glob(f"#{HLS_INCLUDE}/*.h"))
+        xo_env.Requires(xo, fit)  # order only: the check runs first; its result is no input of the .xo
         steps.track(env, xo, f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
         xos.append(str(xo[0]))
 

@@ -12,13 +12,16 @@ Rules, per kernel source (build/gen/hls/<category>/v_<op>_<dtype>_opt<N>.cpp) as
   pipeline   every streaming loop -- one that holds no other (non-unrolled) loop and calls no
              stage function -- is `PIPELINE II=1`, or is `UNROLL`ed inside one (a partial
              `UNROLL factor=N` leaves it a loop: it must be pipelined itself)
-  label      every loop is labelled (`name:` before the `for`), so reports and directives can name it
-  tripcount  every loop whose bound is not a constant (a literal or an UPPER_CASE name) and is not
+  label      every loop (for, while, do) is labelled (`name:` before it), so reports and directives
+             can name it
+  tripcount  every loop whose trip count is not a constant -- a `for` whose start, bound and step
+             are not all literals or UPPER_CASE names, and every while and do loop -- and is not
              UNROLLed has `LOOP_TRIPCOUNT`, so the report's latency is a number
   512-bit    level 4: the widest port moves 512 bits per beat (hls::vector or ap_uint<512>); a port
              whose m_axi pragma line says `// random access: <reason>` (a gather or scatter, whose
              addresses are data) or `// element stream: <reason>` (a fused chain whose rows are not
              whole words; a compiled convolution's ports, read once into on-chip planes) is exempt
+The rules hold for every category (and for the fused kernels aten_fpga/compile generates).
 Each problem is reported as `path: rule: what`, and the exit status is 1 when there is any.
 """
 from __future__ import annotations
@@ -29,28 +32,14 @@ import json
 import os
 import re
 import sys
+from typing import NamedTuple
 
 from . import abi, interface
 
 _PRAGMA = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+(\w+)\s+([^\n]*)")
-_FOR = re.compile(r"\bfor\s*\(")
-_LABEL = re.compile(r"\b\w+\s*:\s*$")
-_CONSTANT = re.compile(r"^(\d+|[A-Z][A-Z0-9_]*)$")
+_LABEL = re.compile(r"(?<![:\w])\w+\s*:$")  # `name:` ending the code before a loop (not `a::`)
+_SPACE = re.compile(r"\s*")
 _UNROLLED = re.compile(r"#pragma\s+HLS\s+UNROLL\b(?!\s+factor=)")  # completely: no loop is left
-# The categories whose templates label every loop and bound every variable trip count; the label and
-# tripcount rules apply to their kernels (the other templates are yet to be converted).
-LABELLED = ("unary", "binary", "ternary", "reduce", "norm")
-
-
-def _body(text: str, start: int) -> tuple[int, int]:
-    """The braces-delimited block that starts at or after `start`: (open, close) offsets."""
-    i = text.index("{", start)
-    depth = 0
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return i, j
-    raise ValueError("unbalanced braces")
 
 
 # What an m_axi pragma line says to exempt its port from the 512-bit rule (the reason follows it).
@@ -81,7 +70,7 @@ def synthesized(text: str) -> str:
     return "".join(kept)
 
 
-def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
+def lint_source(text: str, level: int) -> list[str]:
     """Every convention `text`, a kernel at XCL_OPT `level`, breaks (empty: it is fine)."""
     text = synthesized(text)
     problems = []
@@ -118,8 +107,6 @@ def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
     if level >= 2 and not re.search(r"#pragma\s+HLS\s+DATAFLOW\b", text):
         problems.append(f"dataflow: XCL_OPT {level} needs #pragma HLS DATAFLOW")
     problems += _loop_problems(text)
-    if labelled:
-        problems += _label_problems(text)
     if level == 4:
         widths = {a.name: a.width for a in top.args
                   if a.pointer and not any(m in pragmas.get(a.name, {}).get("m_axi", "") for m in NARROW_MARKS)}
@@ -132,50 +119,120 @@ def lint_source(text: str, level: int, labelled: bool = True) -> list[str]:
     return problems
 
 
+class Loop(NamedTuple):
+    header: str  # `for (...)`, `while (...)` or `do ... while (...)`, for messages
+    kind: str  # "for", "while" or "do"
+    open: int  # the body: text[open:close + 1] (a block, or one statement)
+    close: int
+    pragmas: str  # the #pragma lines at the top of its block
+    labelled: bool
+    constant: bool  # a `for` whose start, bound and step are all constants: its trip count is known
+
+
+_BRACKETS = {"()": re.compile(r"[()]"), "{}": re.compile(r"[{}]")}
+_STATEMENT = re.compile(r"[(){;]")
+
+
+def _matching(text: str, i: int, pair: str) -> int:
+    """The offset of the bracket that closes the one at text[i] (pair: "()" or "{}")."""
+    depth = 0
+    for m in _BRACKETS[pair].finditer(text, i):
+        depth += 1 if m.group() == pair[0] else -1
+        if depth == 0:
+            return m.start()
+    raise ValueError("unbalanced brackets")
+
+
+def _statement_end(text: str, i: int) -> int:
+    """The offset of the last character of the statement at or after `i`: a block, or up to its `;`
+    (a nested braceless loop's own header parentheses hold `;`s of their own)."""
+    depth = 0
+    for m in _STATEMENT.finditer(text, i):
+        c = m.group()
+        if c in "()":
+            depth += 1 if c == "(" else -1
+        elif depth == 0:
+            return _matching(text, m.start(), "{}") if c == "{" else m.start()
+    raise ValueError("unterminated statement")
+
+
+def _constant(expr: str) -> bool:
+    """Whether `expr` is a constant expression: of literals and UPPER_CASE names (and sizeof)."""
+    return (re.fullmatch(r"[\w\s+\-*/%()<>=!?:&|^~]+", expr) is not None
+            and all(re.fullmatch(r"\d\w*|[A-Z][A-Z0-9_]*|sizeof", w) for w in re.findall(r"\w+", expr)))
+
+
+def _constant_trip(header: str) -> bool:
+    """A `for (init; cond; step)` whose init value, bound and step are constants."""
+    parts = header[header.index("(") + 1:header.rindex(")")].split(";")
+    if len(parts) != 3:
+        return False
+    init, cond, step = parts
+    start = re.fullmatch(r"\s*(?:[\w:]+\s+)?\w+\s*=\s*(.+)", init)
+    bound = re.fullmatch(r"\s*\w+\s*(?:<=|<|>=|>|!=)\s*(.+)", cond)
+    stride = re.fullmatch(r"\s*(?:\+\+\w+|\w+\+\+|--\w+|\w+--|\w+\s*[-+]=\s*(.+))\s*", step)
+    return bool(start and bound and stride) and _constant(start.group(1)) and _constant(bound.group(1)) and (
+        stride.group(1) is None or _constant(stride.group(1)))
+
+
+def loops(text: str) -> list[Loop]:
+    """Every for, while and do loop of `text` (C++ with its comments already removed)."""
+    found = []
+    for m in re.finditer(r"\b(for|while|do)\b", text):
+        kind = m.group(1)
+        if kind == "do":
+            i = text.index("{", m.end()) if text[m.end():].lstrip().startswith("{") else m.end()
+            close = _statement_end(text, i)
+            tail = re.match(r"\s*while\s*\(", text[close + 1:])
+            cond_end = _matching(text, close + 1 + tail.end() - 1, "()") if tail else close
+            header = "do ... " + re.sub(r"\s+", " ", text[close + 1:cond_end + 1]).strip()
+        else:
+            paren = text.find("(", m.end())
+            if paren < 0 or text[m.end():paren].strip():
+                continue  # `for` in a name or a string, not a loop
+            end = _matching(text, paren, "()")
+            if kind == "while" and re.match(r"\s*;", text[end + 1:]):
+                continue  # the tail of a do loop
+            header = re.sub(r"\s+", " ", text[m.start():end + 1])
+            i = _SPACE.match(text, end + 1).end()
+            close = _statement_end(text, i)
+        block = text[i + 1:close] if text[i] == "{" else ""
+        pragmas = re.match(r"(\s*#pragma[^\n]*\n)*", block).group(0)
+        code_end = m.start()  # where the code before the loop ends
+        while code_end and text[code_end - 1].isspace():
+            code_end -= 1
+        before = text[text.rfind("\n", 0, code_end) + 1:code_end]
+        found.append(Loop(header, kind, i, close, pragmas, bool(_LABEL.search(before)),
+                          kind == "for" and _constant_trip(header)))
+    return found
+
+
+def _uncommented(text: str) -> str:
+    """`text` without its // and /* */ comments (a comment may say `for (each row)`)."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+
+
 def _loop_problems(text: str) -> list[str]:
-    loops = []  # (open, close, pragma block at the top of the body)
-    for m in _FOR.finditer(text):
-        try:
-            i, j = _body(text, m.end())
-        except ValueError:
-            return ["pipeline: unbalanced braces"]
-        head = text[i + 1:j].lstrip()
-        pragmas = ""
-        while head.startswith("#pragma"):
-            line, _, head = head.partition("\n")
-            pragmas += line + "\n"
-            head = head.lstrip()
-        loops.append((i, j, pragmas, text[m.start():i].strip()))
+    text = _uncommented(text)
+    try:
+        found = loops(text)
+    except ValueError as e:
+        return [f"pipeline: {e}"]
     # A loop that calls a stage function (a `void` function of the file: a dataflow region) walks
     # tiles, not elements; it is not a streaming loop.
     stages = set(re.findall(r"^\s*void\s+(\w+)\s*\(", text, re.M))
+    call = re.compile(rf"(?<![.\w])({'|'.join(sorted(stages))})\s*(<[^;(){{}}]*>)?\s*\(")  # not s.read(); f<R, C>(...)
     problems = []
-    for i, j, pragmas, header in loops:
-        unrolled = bool(_UNROLLED.search(pragmas))
-        inner = [l for l in loops if i < l[0] < j and not _UNROLLED.search(l[2])]
-        calls_stage = any(re.search(rf"(?<![.\w]){f}\s*(<[^;(){{}}]*>)?\s*\(", text[i:j])  # not s.read();
-                          for f in stages)  # a template stage: f<R, C>(...)
-        if unrolled or inner or calls_stage:
-            continue
-        if not re.search(r"PIPELINE\s+II=1\b", pragmas):
-            problems.append(f"pipeline: loop `{header}` is not PIPELINE II=1")
-    return problems
-
-
-def _label_problems(text: str) -> list[str]:
-    problems = []
-    for m in _FOR.finditer(text):
-        header = text[m.start():text.index("{", m.end())].strip()
-        before = re.sub(r"//[^\n]*", "", text[:m.start()]).rstrip()
-        if not _LABEL.search(before.split("\n")[-1]):
-            problems.append(f"label: loop `{header}` has no label")
-        i, j = _body(text, m.end())
-        pragmas = re.match(r"(\s*#pragma[^\n]*\n)*", text[i + 1:j]).group(0)
-        cond = header[header.index("(") + 1:].split(";")[1] if header.count(";") >= 2 else ""
-        bound = re.split(r"<=|<|>=|>|!=", cond)[-1].strip()
-        if _UNROLLED.search(pragmas) or _CONSTANT.match(bound) or "LOOP_TRIPCOUNT" in pragmas:
-            continue
-        problems.append(f"tripcount: loop `{header}` has a variable bound and no LOOP_TRIPCOUNT")
+    for loop in found:
+        unrolled = bool(_UNROLLED.search(loop.pragmas))
+        inner = [l for l in found if loop.open < l.open < loop.close and not _UNROLLED.search(l.pragmas)]
+        calls_stage = bool(stages) and call.search(text, loop.open, loop.close) is not None
+        if not (unrolled or inner or calls_stage) and not re.search(r"PIPELINE\s+II=1\b", loop.pragmas):
+            problems.append(f"pipeline: loop `{loop.header}` is not PIPELINE II=1")
+        if not loop.labelled:
+            problems.append(f"label: loop `{loop.header}` has no label")
+        if not (unrolled or loop.constant or "LOOP_TRIPCOUNT" in loop.pragmas):
+            problems.append(f"tripcount: loop `{loop.header}` has a variable trip count and no LOOP_TRIPCOUNT")
     return problems
 
 
@@ -194,8 +251,7 @@ def lint_tree(gen_root: str, levels=abi.LEVELS) -> dict[str, list[str]]:
             if listed is not None and path not in listed:
                 continue
             with open(path, encoding="utf-8") as f:
-                category = os.path.basename(os.path.dirname(path))
-                found[path] = lint_source(f.read(), level, category in LABELLED)
+                found[path] = lint_source(f.read(), level)
     return found
 
 

@@ -36,12 +36,10 @@ def render(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> str:
 
 
 def lint(kernel: FusedKernel | GemmEpilogue | ConvKernel, level: int) -> list[str]:
-    """The pragma lint's problems with the kernel's source at `level` (codegen/lint.py): a fused GEMM
-    under the rules the table's GEMM kernel is held to (its templates' loops are not all labelled
-    and tripcounted yet), a fused chain and a conv kernel under all of them."""
+    """The pragma lint's problems with the kernel's source at `level` (codegen/lint.py)."""
     from codegen.lint import lint_source
 
-    return lint_source(render(kernel, level), level, labelled=not isinstance(kernel, GemmEpilogue))
+    return lint_source(render(kernel, level), level)
 
 
 def arg_names(kernel: FusedKernel | GemmEpilogue | ConvKernel) -> list[str]:

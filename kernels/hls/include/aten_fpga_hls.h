@@ -269,7 +269,7 @@ const double SHIFTER = 6755399441055744.0;
 // vectorizes all but the ROM read, which sin_cos_lanes skips where it can.
 
 // The bits of 2/pi from its 2^0 bit (0) down, 64 to a word, the most significant first.
-const uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,
+constexpr uint64_t TWO_OVER_PI[4] = {0x517cc1b727220a94ULL, 0xfe13abe8fa9a6ee0ULL, 0x6db14acc9e21c820ULL,
                                  0xff28b1d5ef5de2b0ULL};
 
 // The window of 2/pi from bit k, 128 bits (hi, lo), for each k = 0 .. 104 (a float's largest k),

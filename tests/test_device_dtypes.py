@@ -20,6 +20,9 @@ import aten_fpga
 from codegen.native import load_native
 from codegen.table import load_table
 
+# complex32 is ATen's own experimental dtype; its warning is not what the sweep is about.
+pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = load_table(os.path.join(ROOT, "native_functions_fpga.yaml"))
 NATIVE = load_native()
@@ -193,6 +196,12 @@ CPU_EQUIVALENT = {
 RANDOM = {"uniform_", "normal_", "exponential_", "bernoulli_", "random_", "randperm", "native_dropout"}
 
 
+# The GEMM kernel accumulates float16 in float and rounds once; ATen's CPU addr rounds the outer
+# product to half first (several half ulps off where the sum cancels): the float16 reference is
+# the CPU's float32 result, rounded once.
+ROUNDED_ONCE = {"addr"}
+
+
 def base(func: str) -> str:
     return func.partition(".")[0]
 
@@ -311,6 +320,9 @@ def test_every_dtype_runs_or_falls_back(entry):
         args = arguments(entry.func, dtype, gen)
         outs = out_dtypes(entry.func, args, dtype)
         expected, _ = call(entry.func, args, outs, "cpu")
+        if base(entry.func) in ROUNDED_ONCE and dtype == torch.float16:
+            wide = {k: v.float() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+            expected = call(entry.func, wide, [torch.float32] * len(outs), "cpu")[0].half()
         aten_fpga.reset_stats()
         actual, _ = call(entry.func, args, outs, "fpga")
         where = f"{entry.func} {dtype}"

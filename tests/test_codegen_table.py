@@ -91,8 +91,10 @@ def test_structured_entry_registers_its_functional_and_in_place_forms(tmp_path, 
                               ("add_.Tensor", "add__Tensor", "Inplace")]:
         assert f'm.impl("{func}", TORCH_FN(aten_fpga::gen::{ident}));' in unit
         assert f"StructuredOp<at::native::structured_ufunc_add_CPU, aten_fpga::Form::{form}, 1>" in unit
-    # A kernel the image lacks: every form falls back as add.out, counted there.
+    # A kernel the image lacks: every form falls back as add.out, counted there; each form checks
+    # for it once the meta has built the iterator, before ATen's impl.
     assert unit.count('op_stats("add.out")') == 3 and unit.count("run_or_fallback<at::_ops::add_out>") == 3
+    assert unit.count("op.meta(self, other, alpha);\n    aten_fpga::require_kernel(op, add_out_kernel);") == 3
 
 
 def test_valid_table_keeps_lines_and_optional_stub(tmp_path):
@@ -527,7 +529,11 @@ def test_not_structured_with_a_stub_forwards_to_the_cpu_kernel(tmp_path, native,
     unit = generate_fpga_type(entries)["FPGAType_0.cpp"]
     assert "at::native::where_self_out(condition, self, other, out)" in unit
     assert "REGISTER_PRIVATEUSE1_DISPATCH(where_kernel" in unit
-    assert 'KernelRef fpga_where_kernel_kernel{.name = "where", .dtype_operand = 2}' in unit  # named by `self`'s dtype
+    # named by `self`'s dtype, run only for the dtypes listed
+    assert ('KernelRef fpga_where_kernel_kernel{.name = "where", .dtype_operand = 2, '
+            '.dtypes = aten_fpga::dtype_mask({at::ScalarType::Float})}') in unit
+    # the table decides before ATen's kernel runs: by the dtype of the operands the kernel computes in
+    assert "aten_fpga::require_kernel({self, other}, where_self_out_kernel);" in unit
 
 
 def test_not_structured_without_a_stub_says_how(tmp_path, native, library, stubs):

@@ -454,7 +454,8 @@ def test_codegen_host_entry_wrapper(tmp_path):
     assert ("at::Tensor fpga_var(const KernelRef& kernel, const at::Tensor & self, at::OptionalIntArrayRef dim"
             in files["FPGAType.h"])
     unit = files["FPGAType_0.cpp"]
-    assert 'static const aten_fpga::KernelRef kernel{.name = "std_var", .reduction = true};' in unit
+    assert ('static const aten_fpga::KernelRef kernel{.name = "std_var", .reduction = true, '
+            '.dtypes = aten_fpga::dtype_mask({at::ScalarType::Float})};') in unit
     assert "aten_fpga::fpga_var(kernel, self, dim, correction, keepdim)" in unit
     assert "run_or_fallback<at::_ops::var_correction>" in unit  # host/ps/wrapper.h: the counted fallback
     assert "REGISTER_PRIVATEUSE1_DISPATCH(sum_stub," in unit and "std_var_stub" not in unit

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/core/DynamicCast.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/complex.h>
@@ -57,7 +58,9 @@ const KernelTable* publish_table(const KernelRef& ref, uint64_t generation) {
   for (int d = 0; d < t->devices; ++d) {
     for (int s = 0; s < kDtypes; ++s) {
       const auto dtype = static_cast<at::ScalarType>(s);
-      if (dtype_name(dtype)) t->info[d * kDtypes + s] = device(d).find_kernel(kernel_name(ref, dtype));
+      if (dtype_name(dtype) && (ref.dtypes >> s & 1)) {
+        t->info[d * kDtypes + s] = device(d).find_kernel(kernel_name(ref, dtype));
+      }
     }
   }
   std::lock_guard<std::mutex> g(mu);
@@ -275,9 +278,30 @@ uint64_t encode_scalar(const c10::Scalar& s, const KernelArgInfo& arg) {
 }
 
 
+at::ScalarType kernel_dtype(const at::TensorIteratorBase& iter, const KernelRef& kernel) {
+  return kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
+}
+
+void require_kernel(const at::TensorIteratorBase& iter, const KernelRef& kernel) {
+  kernel_for(kernel, kernel_dtype(iter, kernel), iter.device(0));
+}
+
+void require_kernel(std::initializer_list<std::reference_wrapper<const at::Tensor>> operands,
+                    const KernelRef& kernel) {
+  at::native::ResultTypeState state{};
+  const at::Tensor* on_fpga = nullptr;
+  for (const at::Tensor& t : operands) {
+    state = at::native::update_result_type_state(t, state);
+    if (on_fpga == nullptr && t.is_privateuseone()) on_fpga = &t;
+  }
+  const at::ScalarType dtype = at::native::result_type(state);
+  if (on_fpga == nullptr) throw KernelUnavailable(kernel_name(kernel, dtype) + " for operands on the CPU");
+  kernel_for(kernel, dtype, on_fpga->device());
+}
+
 void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
-  const at::ScalarType dtype = kernel.dtype_operand < 0 ? iter.common_dtype() : iter.dtype(kernel.dtype_operand);
+  const at::ScalarType dtype = kernel_dtype(iter, kernel);
   const c10::Device where = iter.device(0);
   KernelLaunch launch(kernel, dtype, where);
   const KernelInfo& info = launch.info();

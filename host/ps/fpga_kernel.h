@@ -9,7 +9,10 @@
 #include <c10/core/Scalar.h>
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -17,6 +20,15 @@
 namespace aten_fpga {
 
 struct KernelTable;
+
+// A set of dtypes, one bit per ScalarType.
+using DtypeMask = uint64_t;
+static_assert(static_cast<int>(at::ScalarType::NumOptions) <= 64, "a DtypeMask has a bit per ScalarType");
+constexpr DtypeMask dtype_mask(std::initializer_list<at::ScalarType> dtypes) {
+  DtypeMask m = 0;
+  for (at::ScalarType t : dtypes) m |= DtypeMask{1} << static_cast<int>(t);
+  return m;
+}
 
 // A kernel op of the library ("add"): the image holds it as v_<name>_<dtype>. fpga_kernel caches
 // the image's KernelInfo per device and dtype here, so a launch does no name building or lookup;
@@ -32,11 +44,14 @@ struct KernelRef {
   int dtype_operand = -1;
   // A reduction kernel (its category's `driver: reduce`): run by fpga_reduce, not fpga_kernel.
   bool reduction = false;
+  // The dtypes the table lists for the entries that run this kernel: another dtype has no kernel
+  // here even where the image holds one (built for another entry), so its op falls back, counted.
+  DtypeMask dtypes = ~DtypeMask{0};
   mutable std::atomic<const KernelTable*> table{nullptr};
 };
 
-// Thrown before any side effect when the image has no kernel for the iterator's dtype; the
-// generated wrapper then runs the op through the counted CPU fallback.
+// Thrown before any side effect when the image has no kernel for the op's dtype (or the table does
+// not list it); the generated wrapper then runs the op through the counted CPU fallback.
 class KernelUnavailable : public std::exception {
  public:
   explicit KernelUnavailable(std::string kernel) : what_("no kernel " + std::move(kernel) + " in the image") {}
@@ -45,6 +60,17 @@ class KernelUnavailable : public std::exception {
  private:
   std::string what_;
 };
+
+// The dtype that names the iterator's kernel: its common dtype, or kernel.dtype_operand's.
+at::ScalarType kernel_dtype(const at::TensorIteratorBase& iter, const KernelRef& kernel);
+// KernelUnavailable unless the kernel exists for the iterator: what a structured wrapper checks
+// once ATen's meta has built the iterator, before ATen's impl runs (which may bypass the stub for
+// some dtypes, e.g. floor of integers is a copy).
+void require_kernel(const at::TensorIteratorBase& iter, const KernelRef& kernel);
+// The same for an op whose iterator ATen builds inside its kernel (a forwarder): the kernel dtype is
+// the promoted dtype of `operands`, on the device of the first that is an fpga tensor.
+void require_kernel(std::initializer_list<std::reference_wrapper<const at::Tensor>> operands,
+                    const KernelRef& kernel);
 
 // Runs kernel v_<kernel.name>_<dtype> over the iterator. The dtype is the iterator's common dtype
 // (or kernel.dtype_operand's); each port's own dtype comes from the kernel's argument metadata. `scalars` are the kernel's scalar arguments, in order;

@@ -50,7 +50,7 @@ void maybe_grow_storage(c10::TensorImpl* self, size_t bytes) {
   OpScope scope(stats);
   c10::DeviceGuard guard(self->device());
   c10::DataPtr fresh = fpga_allocator()->allocate(bytes);
-  auto* old = static_cast<Allocation*>(storage->data_ptr().get_context());
+  Allocation* old = allocation_of(*storage);
   if (old != nullptr && storage->nbytes() > 0) {
     copy_valid_bytes(static_cast<Allocation*>(fresh.get_context()), 0, old, 0, storage->nbytes());
   }

@@ -142,8 +142,7 @@ class HostRun {
   at::Tensor result(const at::Tensor& r) const {
     if (!r.defined() || !r.is_cpu() || !device_) return r;
     for (const Arg& a : args_) {
-      if (!r.has_storage()) break;  // sparse: no view of a shadow
-      if (r.storage().is_alias_of(a.host.storage()) && on_shadow(a)) {
+      if (r.has_storage() && r.storage().is_alias_of(a.host.storage()) && on_shadow(a)) {
         at::Tensor view = a.fpga.as_strided(r.sizes(), r.strides(), r.storage_offset());
         view._set_conj(r.is_conj());
         view._set_neg(r.is_neg());

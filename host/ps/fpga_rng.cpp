@@ -70,6 +70,12 @@ struct Drawn {
 };
 thread_local Drawn* t_drawn = nullptr;
 
+// Points t_drawn at one launch's Drawn while ATen's template runs.
+struct DrawScope {
+  explicit DrawScope(Drawn* d) { t_drawn = d; }
+  ~DrawScope() { t_drawn = nullptr; }
+};
+
 void draw(std::initializer_list<c10::Scalar> params) {
   t_drawn->due = true;
   t_drawn->params.assign(params.begin(), params.end());
@@ -111,14 +117,10 @@ at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::op
   KernelLaunch launch(kernel, self.scalar_type(), self.device());
   launch.expect_args(1 + 2 + nparams + 2, "kernels/hls/rng/ops.yaml and fpga_rng.cpp disagree");
   Drawn drawn;
-  t_drawn = &drawn;
-  try {
+  {
+    DrawScope scope(&drawn);
     checked();
-  } catch (...) {
-    t_drawn = nullptr;
-    throw;
   }
-  t_drawn = nullptr;
   if (!drawn.due) return self;  // an empty tensor
   c10::DeviceGuard guard(self.device());
   const std::pair<uint64_t, uint64_t> state = next_launch(gen, self.device());

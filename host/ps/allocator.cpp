@@ -162,8 +162,17 @@ void mark_range(Allocation* a, bool device_written, size_t offset, size_t n) {
 
 }  // namespace
 
-Allocation* allocation_of(const at::TensorBase& t) {
-  return static_cast<Allocation*>(t.storage().data_ptr().get_context());
+void give_back(void* ctx);
+
+Allocation* allocation_of(const c10::StorageImpl& s) {
+  const c10::DataPtr& p = s.data_ptr();
+  if (p.get_deleter() == &give_back) return static_cast<Allocation*>(p.get_context());
+  TORCH_CHECK(s.nbytes() == 0, "aten_fpga: this fpga tensor's memory (", s.nbytes(), " bytes at ", p.get(),
+              ") was not allocated by aten_fpga: it was made elsewhere, e.g. by torch.from_dlpack of an fpga "
+              "tensor or at::from_blob on \"fpga\", so there is no record of which side (host or device) holds its "
+              "current bytes and it cannot be read or written. Use the original fpga tensor (a DLPack round trip "
+              "gives no new memory), or exchange data through the CPU: torch.from_dlpack(t.cpu()).to(\"fpga\").");
+  return nullptr;  // an empty storage: nothing to sync
 }
 
 std::pair<size_t, size_t> byte_span(const at::TensorBase& t) {
@@ -327,10 +336,6 @@ BlockCache& cache(int device_index) {
   return *(*caches)[device_index];
 }
 
-void give_back(void* ctx) {
-  auto* a = static_cast<Allocation*>(ctx);
-  cache(a->device_index).give_back(a);
-}
 
 // A new device buffer of `cls` bytes; when the device is full, free its cache and retry once.
 std::unique_ptr<Buffer> new_buffer(Device& d, int index, size_t cls, size_t requested) {
@@ -394,6 +399,12 @@ class FpgaAllocator final : public c10::Allocator {
 };
 
 }  // namespace
+
+// Outside the anonymous namespace: allocation_of recognizes this allocator's storages by it.
+void give_back(void* ctx) {
+  auto* a = static_cast<Allocation*>(ctx);
+  cache(a->device_index).give_back(a);
+}
 
 c10::Allocator* fpga_allocator() {
   static FpgaAllocator allocator;

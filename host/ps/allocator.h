@@ -60,8 +60,11 @@ struct Allocation {
   static constexpr unsigned kHostStale = 1, kDeviceStale = 2;
 };
 
-// The allocation behind an fpga tensor's storage (nullptr for an empty storage).
-Allocation* allocation_of(const at::TensorBase& t);
+// The allocation behind an fpga tensor's storage (nullptr for an empty storage). A storage this
+// allocator did not make (torch.from_dlpack of an fpga tensor, at::from_blob on "fpga") has no
+// coherence record to sync by: an error naming it, rather than its context read as one.
+Allocation* allocation_of(const c10::StorageImpl& s);
+inline Allocation* allocation_of(const at::TensorBase& t) { return allocation_of(*t.storage().unsafeGetStorageImpl()); }
 // Where a tensor's first element sits in its allocation, in bytes.
 inline size_t byte_offset(const at::TensorBase& t) { return t.storage_offset() * t.element_size(); }
 // The bytes [offset, offset + extent) of its allocation that a tensor (a view) may touch.

@@ -1,6 +1,7 @@
-// The boxed CPU fallback for every op without an FPGA kernel, counted per op. Inputs reach the
-// CPU through _copy_from (which syncs each allocation's host shadow) and results come back the
-// same way, so the fallback is coherent with the device.
+// The boxed CPU fallback for every op without an FPGA kernel, counted per op. The CPU kernel runs
+// on the fpga tensors' host shadows in place (each synced for the span it reads, marked newer on the
+// host where written), so the fallback is coherent with the device and its arguments alias one
+// another as on the device; new results are copied to the device.
 #pragma once
 
 #include <ATen/native/CPUFallback.h>

@@ -15,8 +15,10 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include "FPGAType.h"
 #include "allocator.h"
@@ -267,55 +269,72 @@ namespace {
 // pick rows of self viewed as [outer, table_rows, inner] (table_rows: the indexed dims' extent
 // together); their broadcast shape B makes the result [outer, |B|, inner], of shape `shape`.
 struct PickedRows {
-  at::Tensor row;              // [|B|] int64 on the device: the table row of each element of B
-  std::vector<int64_t> shape;  // self's sizes with the indexed dims replaced by B
+  std::vector<at::Tensor> picks;  // the index tensors, int64 on the device, broadcast together
+  int64_t first = 0;              // the dim of self the first one indexes
+  at::Tensor row;                 // [|B|] int64 on the device: the table row of each element of B
+  std::vector<int64_t> shape;     // self's sizes with the indexed dims replaced by B
   int64_t outer = 0, rows = 0, table_rows = 0, inner = 0;
 };
 
-// Throws KernelUnavailable (before any side effect) for boolean masks, non-adjacent index tensors
-// or none; IndexError, as ATen, for an index out of [-size, size) (negative ones count from the end).
-PickedRows picked_rows(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
-                    self.dim(), " (got ", indices.size(), ")");
-  std::vector<at::Tensor> picks;
+// The index tensors the row kernels take: integer tensors on adjacent dims. Any other indexing
+// (boolean masks, other dtypes, non-adjacent index tensors, none) throws KernelUnavailable, before
+// any check of ours, so that the fallback raises ATen's errors in ATen's order.
+PickedRows index_tensors(const c10::List<std::optional<at::Tensor>>& indices) {
+  PickedRows r;
   int64_t first = -1;
   for (size_t d = 0; d < indices.size(); ++d) {
     const std::optional<at::Tensor> t = indices[d];
     if (!t.has_value() || !t->defined()) continue;
     if (t->scalar_type() != at::kLong && t->scalar_type() != at::kInt) throw KernelUnavailable("indexing with a mask");
     if (first < 0) first = static_cast<int64_t>(d);
-    if (static_cast<int64_t>(d) != first + static_cast<int64_t>(picks.size())) {
+    if (static_cast<int64_t>(d) != first + static_cast<int64_t>(r.picks.size())) {
       throw KernelUnavailable("indexing with non-adjacent index tensors");
     }
-    picks.push_back(*t);
+    r.picks.push_back(*t);
   }
-  if (picks.empty()) throw KernelUnavailable("indexing without index tensors");
-  const int64_t m = static_cast<int64_t>(picks.size());
-  for (at::Tensor& t : picks) t = t.to(self.device(), at::kLong);  // CPU index lists: a small copy in
-  picks = at::expand_outplace(picks);
-  const at::IntArrayRef picked = picks[0].sizes();
+  if (r.picks.empty()) throw KernelUnavailable("indexing without index tensors");
+  r.first = first;
+  return r;
+}
+
+// ATen's checks of the indices (make_info, TensorAdvancedIndexingUtils.h), in its order and with
+// its IndexErrors, and the shape they pick.
+void pick_shape(const at::Tensor& self, size_t given, PickedRows& r) {
+  TORCH_CHECK_INDEX(static_cast<int64_t>(given) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", given, ")");
+  try {
+    r.picks = at::expand_outplace(r.picks);
+  } catch (const std::exception&) {
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      at::native::shapes_as_str(r.picks));
+  }
+  const int64_t m = static_cast<int64_t>(r.picks.size());
+  const at::IntArrayRef picked = r.picks[0].sizes();
   const at::IntArrayRef sizes = self.sizes();
-  PickedRows r;
-  r.shape.assign(sizes.begin(), sizes.begin() + first);
-  r.shape.insert(r.shape.end(), picked.begin(), picked.end());
-  r.shape.insert(r.shape.end(), sizes.begin() + first + m, sizes.end());
   r.rows = c10::multiply_integers(picked);
-  r.outer = c10::multiply_integers(sizes.slice(0, first));
-  r.inner = c10::multiply_integers(sizes.slice(first + m));
-  r.table_rows = c10::multiply_integers(sizes.slice(first, m));
-  if (r.rows == 0) return r;
-  // The row of the indexed dims together, by Horner's rule on the device.
-  for (int64_t j = 0; j < m; ++j) {
-    const int64_t size = sizes[first + j];
-    at::Tensor t = picks[j];
+  r.outer = c10::multiply_integers(sizes.slice(0, r.first));
+  r.inner = c10::multiply_integers(sizes.slice(r.first + m));
+  r.table_rows = c10::multiply_integers(sizes.slice(r.first, m));
+  TORCH_CHECK_INDEX(r.table_rows != 0 || r.rows == 0, "index is out of bounds for dimension with size 0");
+  r.shape.assign(sizes.begin(), sizes.begin() + r.first);
+  r.shape.insert(r.shape.end(), picked.begin(), picked.end());
+  r.shape.insert(r.shape.end(), sizes.begin() + r.first + m, sizes.end());
+}
+
+// The row of the indexed dims together, by Horner's rule on the device; IndexError, as ATen's kernel
+// raises it, for an index out of [-size, size) (negative ones count from the end).
+void pick_rows(const at::Tensor& self, PickedRows& r) {
+  if (r.rows == 0) return;
+  for (size_t j = 0; j < r.picks.size(); ++j) {
+    const int64_t size = self.size(r.first + static_cast<int64_t>(j));
+    at::Tensor t = r.picks[j].to(self.device(), at::kLong);  // CPU index lists: a small copy in
     const auto [lo, hi] = index_span(t);
     TORCH_CHECK_INDEX(lo >= -size && hi < size, "index ", lo < -size ? lo : hi, " is out of bounds for dimension ",
-                      first + j, " with size ", size);
+                      r.first + static_cast<int64_t>(j), " with size ", size);
     if (lo < 0) t = t.add(t.lt(0).to(at::kLong).mul(size));
     r.row = j == 0 ? t : r.row.mul(size).add(t);
   }
   r.row = r.row.reshape(-1).contiguous();
-  return r;
 }
 
 }  // namespace
@@ -324,10 +343,12 @@ PickedRows picked_rows(const at::Tensor& self, const c10::List<std::optional<at:
 at::Tensor& fpga_index_tensor_out(const KernelRef& kernel, const at::Tensor& self,
                                   const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   KernelLaunch launch(kernel, self.scalar_type(), self.device());
+  PickedRows r = index_tensors(indices);
+  c10::DeviceGuard guard(self.device());
+  pick_shape(self, indices.size(), r);
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index(): Expected out tensor to have dtype ",
               self.scalar_type(), ", but got ", out.scalar_type(), " instead");
-  c10::DeviceGuard guard(self.device());
-  const PickedRows r = picked_rows(self, indices);
+  pick_rows(self, r);
   at::native::resize_output(out, r.shape);
   if (out.numel() == 0) return out;
   const at::Tensor table = self.contiguous();  // on the device
@@ -341,19 +362,26 @@ at::Tensor& fpga_index_tensor_out(const KernelRef& kernel, const at::Tensor& sel
 // index_put_ (x[i, j] = v, x[:, i] += v): values broadcast to the picked shape, written into (or,
 // with accumulate, added to) the picked rows of self -- in index order, as ATen's CPU kernel, so
 // repeated indices accumulate in the CPU's order and, without accumulate, the last one wins.
-// Boolean masks, non-adjacent index tensors and expanded selves take the counted fallback.
+// Boolean masks, non-adjacent index tensors and expanded selves take the counted fallback; the
+// checks are ATen's (_index_put_impl_), in its order.
 at::Tensor& fpga_index_put_impl_(const KernelRef& kernel, at::Tensor& self,
                                  const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& values,
                                  bool accumulate, bool /*unsafe*/) {
   static const KernelRef add_rows{"scatter_add_rows"};
   KernelLaunch launch(accumulate ? add_rows : kernel, self.scalar_type(), self.device());
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, "
-              "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes) throw KernelUnavailable("index_put_ on an expanded tensor");
+  PickedRows r = index_tensors(indices);
   c10::DeviceGuard guard(self.device());
-  const PickedRows r = picked_rows(self, indices);
+  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  at::assert_no_overlap(self, values);
+  for (const at::Tensor& t : r.picks) at::assert_no_overlap(self, t);
+  pick_shape(self, indices.size(), r);
   TORCH_CHECK(at::is_expandable_to(values.sizes(), r.shape), "shape mismatch: value tensor of shape ", values.sizes(),
               " cannot be broadcast to indexing result of shape ", at::IntArrayRef(r.shape));
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, "
+              "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  pick_rows(self, r);
   if (r.outer * r.rows * r.inner == 0) return self;
   const at::Tensor vals = values.to(self.device()).expand(r.shape).contiguous();  // on the device
   const bool direct = self.is_contiguous();
@@ -466,4 +494,17 @@ at::Tensor fpga_native_dropout_backward(const KernelRef& kernel, const at::Tenso
   return grad_output.mul(mask).mul_(scale);
 }
 
+namespace {
+
+// x[i] (index.Tensor) straight to index.Tensor_out, without the structured meta its composite
+// kernel runs first: that meta expands masks on the device (warning for uint8 ones), and the out=
+// overload, which leaves masks to the CPU fallback, would expand them (and warn) again there.
+at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  at::Tensor out = at::empty({0}, self.options());
+  return at::index_outf(self, indices, out);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("index.Tensor", TORCH_FN(index_tensor)); }
+
+}  // namespace
 }  // namespace aten_fpga

@@ -3,12 +3,14 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
+#include <ATen/OpMathType.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/DynamicCast.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/complex.h>
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <cstring>
 #include <limits>
@@ -248,6 +250,37 @@ c10::Scalar default_scalar(const KernelRef& kernel, size_t index, at::ScalarType
   return c10::Scalar(std::stod(spec));
 }
 
+// The dtype whose kernel runs a reduced floating point (float16, bfloat16) op whose second operand
+// is one value over the whole range. ATen's CPU mul and div kernels (BinaryOpsKernel.cpp: mul,
+// div_true, div_trunc, div_floor) read that operand in float, their opmath type, as it was given:
+// x.half() / 1e5 divides by 1e5, not by half(1e5) = inf. The float32 kernel computes exactly that:
+// the float16 operand widened on the device (exact), the scalar filled in float, the result
+// rounded to float16 once, when it is cast back. When the value is the same in the op's dtype, the
+// op's own kernel gives the same bits without the widening copies.
+at::ScalarType with_opmath_scalar(const at::TensorIteratorBase& iter, const KernelRef& kernel, at::ScalarType dtype) {
+  if (!at::isReducedFloatingType(dtype) || iter.ntensors() != 3 || iter.noutputs() != 1 || !iter.is_scalar(2) ||
+      iter.dtype(2) == dtype) {
+    return dtype;
+  }
+  static constexpr const char* kOpmathScalarOps[] = {"mul", "div", "div_trunc", "div_floor"};
+  if (std::none_of(std::begin(kOpmathScalarOps), std::end(kOpmathScalarOps),
+                   [&](const char* op) { return std::strcmp(kernel.name, op) == 0; })) {
+    return dtype;
+  }
+  if (iter.is_cpu_scalar(2)) {
+    const at::Tensor& value = iter.tensor(2);
+    const float v = c10::fetch_and_cast<float>(value.scalar_type(), value.const_data_ptr());
+    const bool exact = AT_DISPATCH_REDUCED_FLOATING_TYPES(dtype, "opmath_scalar", [&] {
+      return static_cast<float>(static_cast<scalar_t>(v)) == v;
+    });
+    if (exact) return dtype;
+  }
+  // ATen rounds the result to the op's dtype before casting it to an output of another dtype; the
+  // float32 kernel would write it unrounded: the counted fallback computes it as ATen does.
+  if (iter.dtype(0) != dtype) throw KernelUnavailable(std::string(kernel.name) + " of a scalar into another dtype");
+  return at::toOpMathType(dtype);
+}
+
 }  // namespace
 
 const KernelInfo& kernel_for(const KernelRef& kernel, at::ScalarType dtype, c10::Device where) {
@@ -301,7 +334,7 @@ void require_kernel(std::initializer_list<std::reference_wrapper<const at::Tenso
 
 void fpga_kernel(at::TensorIteratorBase& iter, const KernelRef& kernel,
                  c10::ArrayRef<std::optional<c10::Scalar>> scalars) {
-  const at::ScalarType dtype = kernel_dtype(iter, kernel);
+  const at::ScalarType dtype = with_opmath_scalar(iter, kernel, kernel_dtype(iter, kernel));
   const c10::Device where = iter.device(0);
   KernelLaunch launch(kernel, dtype, where);
   const KernelInfo& info = launch.info();

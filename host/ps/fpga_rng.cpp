@@ -9,6 +9,7 @@
 // (docs/rng.md).
 #include <ATen/ATen.h>
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/RangeUtils.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -58,71 +59,121 @@ std::pair<uint64_t, uint64_t> next_launch(const std::optional<at::Generator>& ge
   return g->next_launch();
 }
 
-// Fills `self` with the kernel's distribution, `params` being the op's scalars after seed and offset.
+// ATen's distribution templates (ATen/native/DistributionTemplates.h) check and normalize a random
+// op's arguments -- random_'s bounds against the dtype (and moved to values it holds), uniform_'s
+// range clamped to it, the warnings -- return early for an empty tensor, and then call a kernel
+// functor they construct themselves. Ours (Draw*) hands the scalars it was called with to the host
+// function, which launches the rng kernel with them: the checks, messages and bounds are ATen's.
+struct Drawn {
+  bool due = false;  // the template reached its kernel call
+  c10::SmallVector<c10::Scalar, 2> params;
+};
+thread_local Drawn* t_drawn = nullptr;
+
+// Points t_drawn at one launch's Drawn while ATen's template runs.
+struct DrawScope {
+  explicit DrawScope(Drawn* d) { t_drawn = d; }
+  ~DrawScope() { t_drawn = nullptr; }
+};
+
+void draw(std::initializer_list<c10::Scalar> params) {
+  t_drawn->due = true;
+  t_drawn->params.assign(params.begin(), params.end());
+}
+
+template <typename RNG>
+struct DrawUniform {
+  void operator()(at::TensorIteratorBase&, double from, double to, std::optional<at::Generator>) { draw({from, to}); }
+};
+template <typename RNG>
+struct DrawNormal {
+  void operator()(const at::TensorBase&, double mean, double std, std::optional<at::Generator>) { draw({mean, std}); }
+};
+template <typename RNG>
+struct DrawExponential {
+  void operator()(at::TensorIteratorBase&, double lambd, std::optional<at::Generator>) { draw({lambd}); }
+};
+template <typename RNG>
+struct DrawBernoulli {
+  void operator()(const at::TensorBase&, double p, std::optional<at::Generator>) { draw({p}); }
+};
+// random_ in [from, from + range), range 0 meaning all 2^64 values (the kernel's scalars).
+template <typename RNG>
+struct DrawRandom {
+  void operator()(at::TensorIteratorBase&, uint64_t range, int64_t from, std::optional<at::Generator>) {
+    draw({from, static_cast<int64_t>(range)});
+  }
+  void operator()(at::TensorIteratorBase&, std::optional<at::Generator>) {
+    draw({std::numeric_limits<int64_t>::lowest(), int64_t(0)});
+  }
+};
+
+// Fills `self` with the kernel's distribution, with the scalars ATen's template `checked` (a call
+// of one, given self) settles on. The kernel is looked up first: a dtype without one falls back to
+// the CPU before the template has warned (it would warn twice).
+template <class Checked>
 at::Tensor& fill_random(const KernelRef& kernel, at::Tensor& self, const std::optional<at::Generator>& gen,
-                        std::initializer_list<c10::Scalar> params) {
+                        size_t nparams, Checked&& checked) {
   KernelLaunch launch(kernel, self.scalar_type(), self.device());
-  launch.expect_args(1 + 2 + params.size() + 2, "kernels/hls/rng/ops.yaml and fpga_rng.cpp disagree");
-  if (self.numel() == 0) return self;
+  launch.expect_args(1 + 2 + nparams + 2, "kernels/hls/rng/ops.yaml and fpga_rng.cpp disagree");
+  Drawn drawn;
+  {
+    DrawScope scope(&drawn);
+    checked();
+  }
+  if (!drawn.due) return self;  // an empty tensor
   c10::DeviceGuard guard(self.device());
   const std::pair<uint64_t, uint64_t> state = next_launch(gen, self.device());
   c10::SmallVector<c10::Scalar, 6> scalars{static_cast<int64_t>(state.first), static_cast<int64_t>(state.second)};
-  scalars.append(params.begin(), params.end());
+  scalars.append(drawn.params.begin(), drawn.params.end());
   generate(launch, self, scalars);
   return self;
 }
 
-// ATen's bounds for random_: the largest value a dtype holds exactly (floating: 2^digits).
-int64_t max_random(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return int64_t(1) << std::numeric_limits<float>::digits;
-    case at::kDouble: return int64_t(1) << std::numeric_limits<double>::digits;
-    case at::kHalf: return int64_t(1) << 11;
-    case at::kInt: return std::numeric_limits<int32_t>::max();
-    case at::kLong: return std::numeric_limits<int64_t>::max();
-    case at::kBool: return 1;
-    default: throw KernelUnavailable(std::string("random_ of ") + c10::toString(t));
-  }
-}
-
 }  // namespace
+
+namespace templates = at::native::templates;
 
 at::Tensor& fpga_uniform_(const KernelRef& kernel, at::Tensor& self, double from, double to,
                           std::optional<at::Generator> generator) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
-  return fill_random(kernel, self, generator, {from, to});
+  return fill_random(kernel, self, generator, 2, [&] {
+    templates::uniform_impl_<DrawUniform, FpgaGeneratorImpl>(self, from, to, generator);
+  });
 }
 
 at::Tensor& fpga_normal_(const KernelRef& kernel, at::Tensor& self, double mean, double std,
                          std::optional<at::Generator> generator) {
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  return fill_random(kernel, self, generator, {mean, std});
+  return fill_random(kernel, self, generator, 2, [&] {
+    templates::normal_impl_<DrawNormal, FpgaGeneratorImpl>(self, mean, std, generator);
+  });
 }
 
 at::Tensor& fpga_exponential_(const KernelRef& kernel, at::Tensor& self, double lambd,
                               std::optional<at::Generator> generator) {
-  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  return fill_random(kernel, self, generator, {lambd});
+  return fill_random(kernel, self, generator, 1, [&] {
+    templates::exponential_impl_<DrawExponential, FpgaGeneratorImpl>(self, lambd, generator);
+  });
 }
 
 at::Tensor& fpga_bernoulli_(const KernelRef& kernel, at::Tensor& self, double p, std::optional<at::Generator> generator) {
-  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  return fill_random(kernel, self, generator, {p});
+  return fill_random(kernel, self, generator, 1, [&] {
+    templates::bernoulli_impl_<DrawBernoulli, FpgaGeneratorImpl>(self, p, generator);
+  });
 }
 
-// random_ in [from, to): `range` = to - from, 0 meaning all 2^64 values.
 at::Tensor& fpga_random_from(const KernelRef& kernel, at::Tensor& self, int64_t from, std::optional<int64_t> to,
                              std::optional<at::Generator> generator) {
-  const int64_t last = to.has_value() ? *to - 1 : max_random(self.scalar_type());
-  TORCH_CHECK(from <= last, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", last + 1);
-  const uint64_t range = static_cast<uint64_t>(last) - static_cast<uint64_t>(from) + 1;
-  return fill_random(kernel, self, generator, {from, static_cast<int64_t>(range)});
+  return fill_random(kernel, self, generator, 2, [&] {
+    templates::random_from_to_impl<DrawRandom, FpgaGeneratorImpl>(self, from, to, generator);
+  });
 }
 
 at::Tensor& fpga_random_to(const KernelRef& kernel, at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
   return fpga_random_from(kernel, self, 0, to, generator);
 }
 
+// random_() draws from [0, 2^digits] (floating) or [0, max] (integral): ATen's random_from_to_impl
+// with from = 0 and no `to` settles on that range.
 at::Tensor& fpga_random_(const KernelRef& kernel, at::Tensor& self, std::optional<at::Generator> generator) {
   return fpga_random_from(kernel, self, 0, std::nullopt, generator);
 }

@@ -50,6 +50,8 @@ at::Tensor& fpga_reflection_pad1d_out(const KernelRef& kernel, const at::Tensor&
 // dim, as a scatter-add of rows ([frames * size, rest] into [input_sizes[dim], rest]).
 at::Tensor fpga_unfold_backward(const KernelRef& kernel, const at::Tensor& grad_in, at::IntArrayRef input_sizes,
                                 int64_t dim, int64_t size, int64_t step) {
+  // ATen's first check (UnfoldBackward.cpp); with step 0 the frames below would all add at 0.
+  TORCH_CHECK_VALUE(step > 0, "step is ", step, " but must be > 0");
   kernel_for(kernel, grad_in.scalar_type(), grad_in.device());  // KernelUnavailable before any work
   const int64_t d = c10::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
   c10::DeviceGuard guard(grad_in.device());

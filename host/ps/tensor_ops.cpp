@@ -38,7 +38,10 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "pin_memory is for CPU tensors, not fpga tensors");
-  return empty_fpga(size, stride, at::TensorOptions().dtype(dtype).device(device));
+  // Not empty_fpga, whose empty strides mean contiguous: ATen refuses strides of another length.
+  c10::DeviceGuard guard(fpga_device(device));
+  return at::detail::empty_strided_generic(size, stride, fpga_allocator(), kFpgaKeys,
+                                           c10::dtype_or_default(dtype));
 }
 
 // Grow a storage to at least `bytes`, keeping its contents on the side where they are valid
@@ -50,7 +53,7 @@ void maybe_grow_storage(c10::TensorImpl* self, size_t bytes) {
   OpScope scope(stats);
   c10::DeviceGuard guard(self->device());
   c10::DataPtr fresh = fpga_allocator()->allocate(bytes);
-  auto* old = static_cast<Allocation*>(storage->data_ptr().get_context());
+  Allocation* old = allocation_of(*storage);
   if (old != nullptr && storage->nbytes() > 0) {
     copy_valid_bytes(static_cast<Allocation*>(fresh.get_context()), 0, old, 0, storage->nbytes());
   }

@@ -248,12 +248,15 @@ struct Mean : Sum<T, R> {
   R finish(Acc a, uint64_t n) const { return R(a / Acc(typename Real<Acc>::type(n))); }
 };
 
+// prod: complex factors multiply as the binary mul kernel and ATen's vector loop do, (ac - bd) +
+// (ad + bc)i (afpga::mul): std::complex's operator* recovers infinities from NaN parts (C99 Annex
+// G), so (inf + 0i)(1 + 1i) gave inf - inf i where ATen gives nan + nan i.
 template <typename T, typename R>
 struct Prod {
   typedef typename Wide<T>::type Acc;
   Acc identity() const { return Acc(1); }
-  Acc add(Acc a, T x, T, uint64_t) const { return a * Acc(x); }
-  Acc merge(Acc a, Acc b) const { return a * b; }
+  Acc add(Acc a, T x, T, uint64_t) const { return mul(a, Acc(x)); }
+  Acc merge(Acc a, Acc b) const { return mul(a, b); }
   R finish(Acc a, uint64_t) const { return R(a); }
 };
 

@@ -253,6 +253,18 @@ def test_distribution_parameter_checks_as_cpu():
     assert_same_as_cpu(lambda d: torch.zeros(1, device=d).expand(8).bernoulli_(0.5), values=False)
 
 
+@pytest.mark.parametrize("op", [torch._fused_adam_, torch._fused_adamw_])
+def test_fused_adam_without_amsgrad_refuses_max_exp_avg_sqs_as_cpu(op):
+    def step(d):
+        params = [torch.randn(5).to(d) * 1]
+        state = [[torch.zeros(5).to(d) * 1] for _ in range(3)]
+        op(params, [torch.randn(5).to(d) * 1], *state, [torch.tensor(1.0).to(d) * 1], lr=0.1, beta1=0.9,
+           beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        return params[0]
+
+    assert assert_same_as_cpu(step, values=False)[0] == "error"
+
+
 def test_unfold_backward_step_zero_as_cpu():
     grad = torch.ones(3, 2)
     assert_same_as_cpu(lambda d: torch.ops.aten.unfold_backward(grad.to(d) * 1, [4], 0, 2, 0))

@@ -197,6 +197,7 @@ void fused_adam(const KernelRef& kernel, const char* op, bool adamw, at::TensorL
   static const KernelRef with_max{"mt_adam_amsgrad"};
   check_lists(self, {grads, exp_avgs, exp_avg_sqs, state_steps});
   if (amsgrad) check_lists(self, {max_exp_avg_sqs});
+  if (!amsgrad) TORCH_CHECK(max_exp_avg_sqs.empty());  // ATen's check, word for word
   require_unscaled(op, grad_scale, found_inf);
   constexpr size_t k = 9;  // sign, wd, decay, c1, beta2, c2, step_size, bc2_sqrt, eps (fused_adam/ops.yaml)
   std::vector<double> s;

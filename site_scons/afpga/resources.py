@@ -11,6 +11,7 @@ remain the truth for what barely fits.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ class Resources:
 
     def __add__(self, o: Resources) -> Resources:
         return Resources(*(getattr(self, r) + getattr(o, r) for r in RESOURCES))
+
+    def __sub__(self, o: Resources) -> Resources:
+        return self + o * -1
 
     def __mul__(self, k: float) -> Resources:
         return Resources(*(getattr(self, r) * k for r in RESOURCES))
@@ -95,7 +99,7 @@ def lane_cost(op: str, dtype: str, category: str) -> Resources:
 
 def axi_adapter(width: int) -> Resources:
     t = (min(max(width, 32), 512) - 32) / 480
-    return AXI_32 + (AXI_512 + AXI_32 * -1) * t
+    return AXI_32 + (AXI_512 - AXI_32) * t
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,7 @@ def estimate(plan, kernels, opt: int, gemm_pe: tuple[int, int], cus_given: bool)
                 arg = next(a for a in top.args if a.pointer and a.bundle == bundle)
                 ports[plan.banks[(cu, arg.name)]] += 1
     fit = Fit(plan.platform, tuple(estimates), ports)
-    return Fit(plan.platform, fit.kernels, ports, tuple(_overflows(fit, cus_given)))
+    return dataclasses.replace(fit, overflows=tuple(_overflows(fit, cus_given)))
 
 
 def _overflows(fit: Fit, cus_given: bool):
@@ -269,7 +273,7 @@ def table(fit: Fit, top: int = 8) -> str:
         use = f"{need / have:.0%}" if have else "-"
         lines.append(f"  {r.upper():<22}{math.ceil(need):>12,}{math.floor(have):>14,}{use:>8}")
     biggest = sorted(fit.kernels, key=lambda k: -k.total.lut)[:top]
-    lines.append(f"  largest kernels (LUT): " + ", ".join(f"{k.name} x{k.cus} {math.ceil(k.total.lut):,}" for k in biggest))
+    lines.append("  largest kernels (LUT): " + ", ".join(f"{k.name} x{k.cus} {math.ceil(k.total.lut):,}" for k in biggest))
     if fit.overflows:
         lines.append("  DOES NOT FIT:")
         lines += [f"    {o.what}: needs {o.need:,.0f}, the limit is {o.limit:,.0f} -- {o.fix}" for o in fit.overflows]

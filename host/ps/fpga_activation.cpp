@@ -44,15 +44,21 @@ at::Tensor& fpga_gelu_backward_out(const KernelRef& kernel, const at::Tensor& gr
   return grad_input;
 }
 
+// ATen refuses a bool relu, with an exception type that changed between releases (RuntimeError in
+// 2.13, NotImplementedError in 2.14): its own CPU relu of an empty bool tensor raises what it raises.
+static void relu_dtype_check(const at::Tensor& self) {
+  if (self.scalar_type() == at::kBool) at::relu(at::empty({0}, self.options().device(at::kCPU)));
+}
+
 // relu is clamp_min(self, 0), as ATen's CPU impl computes it.
 at::Tensor fpga_relu(const KernelRef& kernel, const at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  relu_dtype_check(self);
   require(kernel, self);
   return at::clamp_min(self, 0);
 }
 
 at::Tensor& fpga_relu_(const KernelRef& kernel, at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  relu_dtype_check(self);
   require(kernel, self);
   return at::clamp_min_(self, 0);
 }

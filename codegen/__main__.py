@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", default=os.path.join(ROOT, "build", "gen"))
     g.add_argument("--levels", default=",".join(map(str, LEVELS)), help="XCL_OPT levels, e.g. 2,4")
     g.add_argument("--kernels", default="", help="only these categories or ops (e.g. binary,mul)")
+    g.add_argument("--dtypes", default="", help="only kernels of these dtypes (e.g. float32,int64)")
     c = sub.add_parser(
         "check", help="report what another PyTorch version changes for the table (exit 0 valid, 1 broken, 2 bad input)",
         description="Compare the table's ops between two versions of PyTorch's native_functions.yaml: "
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = tuple(int(x) for x in args.levels.split(","))
         kernels = tuple(x for x in args.kernels.split(",") if x)
-        written = generate.run(args.table, args.out, levels, kernels)
+        dtypes = tuple(x for x in args.dtypes.split(",") if x)
+        written = generate.run(args.table, args.out, levels, kernels, dtypes=dtypes)
     except (TableError, InterfaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -7,13 +7,13 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from . import abi, baseline, check, interface
+from . import abi, baseline, check, engines, interface
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
-from .gen_hls import arg_names, generate_hls, template_env
+from .gen_hls import arg_names, emu_units, generate_hls, template_env
 from .model import LEVELS, Entry, Kernel, ResolvedEntry, Table, TableError
 from .native import NativeTable, dispatch_stubs, load_native, load_ops, torch_include_dir, torch_version
-from .plan import ABI_HEADER, HLS_ROOT, MANIFEST, ROOT, interface_file, plan, selected  # noqa: F401  (ROOT, HLS_ROOT: re-exported)
+from .plan import ABI_HEADER, HLS_ROOT, MANIFEST, ROOT, interface_file, member_file, plan, selected  # noqa: F401  (ROOT, HLS_ROOT: re-exported)
 from .table import load_table, resolve, validate
 
 
@@ -95,9 +95,9 @@ def write_if_changed(path: str, text: str) -> bool:
     return True
 
 
-def interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> str:
-    """interface_opt<N>.json: each kernel's AXI interface at one level, read from the source just
-    rendered; its arguments must be the ABI's (ports, scalars, sizes, in that order)."""
+def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> dict:
+    """Each kernel's AXI interface at one level, read from the source just rendered; its arguments
+    must be the ABI's (ports, scalars, sizes, in that order)."""
     doc = {}
     for k in kernels:
         where = f"kernels/hls/{k.op.category}/opt{level}.cpp.j2 ({k.name})"
@@ -107,11 +107,32 @@ def interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -
             raise interface.InterfaceError(
                 f"{where}: the top function is {top.name}({', '.join(names)}); ops.yaml says "
                 f"{k.name}({', '.join(arg_names(k))}) (its inputs, outputs, scalars, sizes)")
-        doc[k.name] = top.to_json()
-    return json.dumps({"level": level, "kernels": doc}, indent=1, sort_keys=True) + "\n"
+        doc[k.name] = top
+    return doc
 
 
-def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (), say=print):
+def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> None:
+    """Render the level's engines into `files`, with the interface file (the engines' interfaces,
+    which the link and the xclbin describe, beside their members') and the member table."""
+    tops = kernel_interfaces(kernels, files, level)
+    built = engines.engines(kernels, tops, level)
+    doc = {name: top.to_json() for name, top in tops.items()}
+    for e in built:
+        files[e.source] = engines.HEADER + engines.render(e)
+        where = f"{e.source} (codegen/engines.py)"
+        top = interface.check(interface.parse(files[e.source], where), where)
+        if top != e.top:
+            raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
+        doc[e.name] = top.to_json()
+    members = {e.name: [m.kernel for m in e.members] for e in built}
+    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members},
+                                              indent=1, sort_keys=True) + "\n"
+    files[member_file(level)] = engines.member_table(built)
+    files.update(emu_units(built))
+
+
+def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (), say=print,
+        dtypes: tuple[str, ...] = ()):
     """Generate into out_dir; against a torch other than the one recorded there, first `say` the
     upgrade report and write it to upgrade-report.md beside out_dir (build/upgrade-report.md)."""
     library = kernel_library.load_library(HLS_ROOT)
@@ -139,13 +160,13 @@ def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] =
     entries = resolve(Table(table.path, tuple(e for e in table.entries if e.func not in left_out)),
                       native, library, stubs)
     chosen = select(entries, kernels)
-    p = plan(table_path, kernels)  # the kernels of every entry, skipped ones too: the plan needs no torch
+    p = plan(table_path, kernels, dtypes)  # the kernels of every entry, skipped ones too: the plan needs no torch
     files = {ABI_HEADER: abi.header()}
     files.update(generate_fpga_type(entries, units=len(p.fpga_type) - 1))  # every entry; missing kernels fall back
     files.update(generate_hls(p.kernels, template_env(HLS_ROOT), levels))
     files[MANIFEST] = manifest(chosen, p.kernels)
     for level in levels:
-        files[interface_file(level)] = interfaces(p.kernels, files, level)
+        add_engines(p.kernels, files, level)
     assert sorted(files) == sorted(p.files(levels)), "codegen.plan disagrees with run"
     new_record, record_files = baseline.files(out_dir, version, os.path.dirname(native.path), stubs,
                                               complete=not skipped)

@@ -31,6 +31,14 @@ class TableError(Exception):
 
 # The ABI table (dtypes, levels) lives in abi.py; the model names them from there.
 
+# Ops whose element function is costly in area: transcendental functions and divisions, each a
+# large float operator (a float exp is ~7 DSPs against an add's 2). Kernel.compute_lanes builds
+# fewer lanes of them; the build's resource model (site_scons/afpga/resources.py) prices them so.
+COSTLY_OPS = frozenset("""exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh
+    tanh asinh acosh atanh erf erfc erfinv sigmoid silu gelu gelu_tanh gelu_backward gelu_backward_tanh
+    silu_backward sigmoid_backward tanh_backward elu elu_scaled elu_backward pow pow_scalar rsqrt sqrt
+    lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax""".split())
+
 
 @dataclass(frozen=True)
 class Scalar:
@@ -161,8 +169,21 @@ class Kernel:
 
     @property
     def lanes(self) -> int:
-        """Elements per cycle at XCL_OPT 4: the widest port moves one 512-bit word."""
+        """Elements per port word at XCL_OPT 4: the widest port moves one 512-bit word."""
         return WORD_BITS // max(p.dtype.bits for p in self.ports)
+
+    @property
+    def compute_lanes(self) -> int:
+        """Elements the XCL_OPT 4 pointwise element function computes per cycle. Every engine CU
+        builds each member's datapath, and a table has hundreds of members: only the float32 ops
+        that are cheap (the arithmetic a training step streams at memory speed) are built for every
+        lane of the word; the rest -- costly functions, and every other dtype -- are built for an
+        eighth of the lanes and take 8 cycles a word, trading speed on rare ops for the room that
+        lets every op of the table fit on the card."""
+        full = self.dtype.name == "float32" and self.op.name not in COSTLY_OPS
+        if full or self.op.word is not None or self.op.driver != "pointwise":
+            return self.lanes
+        return max(1, self.lanes // 8)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from . import library as kernel_library
 from .abi import LEVELS
+from .engines import engine_source
 from .model import Kernel, kernels_of
 from .table import entry_kernels, load_table
 
@@ -26,6 +27,11 @@ def selected(kernels: tuple[Kernel, ...], wanted: tuple[str, ...]) -> bool:
 
 def unit_count(n_entries: int) -> int:
     return max(1, -(-n_entries // UNITS_MAX_ENTRIES))
+
+
+def member_file(level: int) -> str:
+    """The image's member table at one level (codegen/engines.py), for the xclbin."""
+    return f"members_opt{level}.txt"
 
 
 def interface_file(level: int) -> str:
@@ -51,18 +57,25 @@ class Plan:
     def categories(self) -> tuple[str, ...]:
         return tuple(sorted({k.op.category for k in self.kernels}))
 
+    def engines(self, level: int) -> tuple[str, ...]:
+        """The engines' sources: one per category, holding its kernels (codegen/engines.py)."""
+        return tuple(engine_source(c, level) for c in self.categories())
+
     def emu_units(self, level: int) -> tuple[str, ...]:
         return tuple(emu_unit(c, level) for c in self.categories())
 
     def files(self, levels=LEVELS) -> tuple[str, ...]:
         """Every file `run` writes for these levels."""
-        per_level = [f for level in levels for f in (*self.hls(level), *self.emu_units(level), interface_file(level))]
+        per_level = [f for level in levels for f in (*self.hls(level), *self.engines(level), *self.emu_units(level),
+                                                     interface_file(level), member_file(level))]
         return (ABI_HEADER, *self.fpga_type, MANIFEST, *per_level)
 
 
-def plan(table_path: str, wanted: tuple[str, ...] = ()) -> Plan:
+def plan(table_path: str, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> Plan:
+    """`wanted`: kernels= (categories or ops); `dtypes`: dtypes= (empty: every one the table lists)."""
     library = kernel_library.load_library(HLS_ROOT)
     table = load_table(table_path)
     ks = kernels_of(k for k in (entry_kernels(e, library) for e in table.entries) if selected(k, wanted))
+    ks = tuple(k for k in ks if not dtypes or k.dtype.name in dtypes)
     n = unit_count(len(table.entries))
     return Plan(("FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(n))), ks)

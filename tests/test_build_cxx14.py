@@ -10,8 +10,8 @@ registration). -pedantic-errors matters: without it g++ accepts `if constexpr`, 
 and fold expressions in C++14 mode with a mere warning. clang matters: it rejects what g++ lets
 through (a constexpr function reading a `const` array, _Float16 on x86).
 
-The kernels are batched as the emulated image batches them (codegen/gen_hls.py emu_units), all of
-a level in one translation unit, since parsing the headers is most of a unit's time: 16 units of a
+The kernels are batched as the emulated image batches them (codegen/gen_hls.py emu_units: each
+category's engine, codegen/engines.py, which includes its kernels), all of a level in one translation unit, since parsing the headers is most of a unit's time: 16 units of a
 few seconds each, two compilers at a time."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import pytest
 from codegen import abi
 from codegen import library as kernel_library
 from codegen.gen_hls import generate_hls, template_env
-from codegen.generate import HLS_ROOT, ROOT
+from codegen.generate import HLS_ROOT, ROOT, add_engines
 from codegen.model import DTYPES, LEVELS, Kernel
 from codegen.plan import ABI_HEADER
 
@@ -105,7 +105,10 @@ def units(tmp_path_factory):
     from aten_fpga.compile import codegen as fused_codegen
 
     gen = tmp_path_factory.mktemp("gen")
-    files = {ABI_HEADER: abi.header(), **generate_hls(library_kernels(), template_env(HLS_ROOT))}
+    kernels = library_kernels()
+    files = {ABI_HEADER: abi.header(), **generate_hls(kernels, template_env(HLS_ROOT))}
+    for level in LEVELS:
+        add_engines(kernels, files, level)  # each category's engine, and the image's units of them
     fused = fused_kernels()
     kinds = {type(k).__name__ for k in fused}
     assert kinds == {"FusedKernel", "GemmEpilogue", "ConvKernel"} and len(fused) >= 12, kinds

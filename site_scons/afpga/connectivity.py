@@ -74,8 +74,8 @@ def bank_map(p: LinkPlan) -> dict[str, dict[str, str]]:
             for top, names in p.kernels for cu in names}
 
 
-def design(p: LinkPlan, target: str, emulation_image: str | None = None) -> xclbin.Design:
-    """The xclbin description of the linked image."""
+def design(p: LinkPlan, target: str, emulation_image: str | None = None, members: str = "") -> xclbin.Design:
+    """The xclbin description of the linked image; `members`: its engines' member table."""
     kernels = []
     connections = {}
     for top, names in p.kernels:
@@ -89,4 +89,4 @@ def design(p: LinkPlan, target: str, emulation_image: str | None = None) -> xclb
                 if a.pointer:
                     connections[(cu, i)] = p.banks[(cu, a.name)]
     memories = tuple(xclbin.Memory(b.tag, b.kind, b.size, b.base) for b in p.platform.banks)
-    return xclbin.Design(p.platform.name, target, tuple(kernels), memories, connections, emulation_image)
+    return xclbin.Design(p.platform.name, target, tuple(kernels), memories, connections, emulation_image, members)

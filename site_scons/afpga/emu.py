@@ -21,7 +21,9 @@ def write_xclbin(target, source, env):
     params = json.loads(source[-1].read())
     tops = hls_interface.load(str(source[0]), params["kernels"])
     plan = connectivity.plan(tops, params["cus"], PLATFORMS[params["platform"]])
-    xclbin.write(str(target[0]), connectivity.design(plan, "emu", params["library"]))
+    with open(str(source[1]), encoding="utf-8") as f:
+        members = f.read()  # the engines' member table (codegen/engines.py), which the host resolves
+    xclbin.write(str(target[0]), connectivity.design(plan, "emu", params["library"], members))
     return 0
 
 
@@ -50,10 +52,11 @@ def build(env, cfg, gen, steps) -> list:
     library = emu.SharedLibrary(f"{out}/{LIBRARY[:-3]}", objs, SHLIBPREFIX="", SHLIBSUFFIX=".so")
     steps.track(emu, library, f"{cfg.level_dir}/image", f"g++ -shared {LIBRARY}", "image", map(str, objs))
 
-    params = env.Value(json.dumps({"cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
+    params = env.Value(json.dumps({"cus": {k.name: cfg.engine_cus(k) for k in gen.kernels},
                                    "platform": cfg.platform.name, "library": LIBRARY,
                                    "kernels": [k.name for k in gen.kernels]}, sort_keys=True))
-    image = env.Command(f"{out}/torch.xclbin", [gen.interface, params], Action(write_xclbin, "write $TARGET"))
+    image = env.Command(f"{out}/torch.xclbin", [gen.interface, gen.members, params],
+                        Action(write_xclbin, "write $TARGET"))
     env.Depends(image, env.Glob("#site_scons/afpga/*.py"))  # the writer's own code is an input
     steps.track(env, image, f"{cfg.level_dir}/xclbin", "torch.xclbin", "xclbin", [gen.interface], params.read())
     return list(image) + list(library)

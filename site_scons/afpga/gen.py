@@ -20,20 +20,23 @@ TABLE = "native_functions_fpga.yaml"
 
 @dataclass(frozen=True)
 class KernelSource:
-    name: str  # the HLS top function, e.g. v_add_float32
+    name: str  # the HLS top function: an engine (e_binary), a member (v_add_float32), a fused kernel
     category: str
     dtype: str
-    source: str  # the generated HLS source, e.g. build/gen/hls/binary/v_add_float32_opt4.cpp
-    op: str = ""  # the library op (add); the resource model prices its element function
+    source: str  # the generated HLS source, e.g. build/gen/hls/engines/e_binary_opt4.cpp
+    op: str = ""  # a member's library op (add); the resource model prices its element function
+    members: tuple[KernelSource, ...] = ()  # an engine's kernels (codegen/engines.py), opcode order
+    compute_lanes: int = 1  # a member's elements computed per cycle (codegen/model.py Kernel.compute_lanes)
 
 
 @dataclass(frozen=True)
 class Generated:
     nodes: list  # every file codegen writes
     fpga_type: list[str]  # FPGAType.h and its translation units (the host extension's)
-    kernels: tuple[KernelSource, ...]  # what the image holds, after kernels= and dtypes=
+    kernels: tuple[KernelSource, ...]  # what the image holds: the engines of kernels= and dtypes=
     interface: str  # the level's kernel interfaces (codegen/interface.py), read by the link and the xclbin
-    emu_units: dict[str, tuple[str, list[str]]]  # category -> (its emulated-image unit, the kernel sources it includes)
+    emu_units: dict[str, tuple[str, list[str]]]  # category -> (its emulated-image unit, the sources it includes)
+    members: str = ""  # the level's member table (codegen/engines.py), carried by the xclbin
 
 
 def native_functions_yaml() -> str:
@@ -46,33 +49,38 @@ def native_functions_yaml() -> str:
 
 
 def generate(env, cfg, steps) -> Generated:
+    from codegen.engines import engine_name, engine_source
     from codegen.model import TableError
-    from codegen.plan import interface_file, plan
+    from codegen.plan import interface_file, member_file, plan
 
     try:
-        p = plan(TABLE, cfg.kernels)
+        p = plan(TABLE, cfg.kernels, cfg.dtypes)
     except TableError as e:
         raise UserError(str(e)) from None
     level = cfg.opt
-    chosen = [k for k in p.kernels if not cfg.dtypes or k.dtype.name in cfg.dtypes]
-    if not chosen:
+    if not p.kernels:
         raise UserError(f"kernels={','.join(cfg.kernels)} dtypes={','.join(cfg.dtypes)} selects no kernel of "
                         f"{TABLE}; its kernels are: {', '.join(k.name for k in plan(TABLE).kernels)}")
-    kernels = tuple(KernelSource(k.name, k.op.category, k.dtype.name, f"{GEN}/{k.source(level)}", k.op.name)
-                    for k in chosen)
+    members = {c: tuple(KernelSource(k.name, c, k.dtype.name, f"{GEN}/{k.source(level)}", k.op.name, (),
+                                     k.compute_lanes if level == 4 else 1)
+                        for k in p.kernels if k.op.category == c) for c in p.categories()}
+    kernels = tuple(KernelSource(engine_name(c), c, "", f"{GEN}/{engine_source(c, level)}", "", members[c])
+                    for c in p.categories())
     targets = [f"{GEN}/{f}" for f in p.files((level,))]
     sources = ([TABLE, native_functions_yaml()] + sorted(env.Glob("#codegen/*.py"), key=str)
                + sorted(env.Glob("#kernels/hls/*/*.j2"), key=str) + sorted(env.Glob("#kernels/hls/*/ops.yaml"), key=str))
-    selection = f" --kernels {','.join(cfg.kernels)}" if cfg.kernels else ""
+    selection = (f" --kernels {','.join(cfg.kernels)}" if cfg.kernels else "") + \
+        (f" --dtypes {','.join(cfg.dtypes)}" if cfg.dtypes else "")
     command = f"{sys.executable} -m codegen generate --out {GEN} --levels {level}{selection}"
     # The torch version too: its headers' DispatchStubs are an input, and the codegen records the
     # version it ran against (and reports an upgrade) even if native_functions.yaml did not change.
     nodes = env.Command(targets, sources + [env.Value(importlib.metadata.version("torch"))], command)
     env.Precious(nodes)  # codegen rewrites only changed files; SCons must not delete them first
     steps.track(env, nodes, "codegen", f"codegen opt{level}", "codegen", map(str, sources), command)
-    units = {c: (f"{GEN}/{u}", [f"{GEN}/{k.source(level)}" for k in p.kernels if k.op.category == c])
-             for c, u in zip(p.categories(), p.emu_units(level))}
-    return Generated(nodes, [f"{GEN}/{f}" for f in p.fpga_type], kernels, f"{GEN}/{interface_file(level)}", units)
+    units = {k.category: (f"{GEN}/{u}", [k.source, *(m.source for m in k.members)])
+             for k, u in zip(kernels, p.emu_units(level))}
+    return Generated(nodes, [f"{GEN}/{f}" for f in p.fpga_type], kernels, f"{GEN}/{interface_file(level)}", units,
+                     f"{GEN}/{member_file(level)}")
 
 
 def with_fused(env, cfg, gen: Generated) -> Generated:

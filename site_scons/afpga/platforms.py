@@ -32,11 +32,11 @@ class Platform:
     # overhead; None where the PL shares the host's memory).
     bank_gbps: float
     host_link_gbps: float | None
-    # Compute units per kernel at XCL_OPT 4 on the card (the default cus= of hardware targets): a
-    # CU's m_axi ports each reach one bank at one port word per cycle, so a card's peak bandwidth
-    # needs as many ports as it has banks -- even for a reduction's single input port. DDR cards
-    # and the Zynq's HP ports: 4 CUs over 4 banks; HBM cards: 32 CUs over 32 pseudo-channels.
-    opt4_cus: int
+    # Compute units of each streaming engine at XCL_OPT 3 and 4 (the default cus=): an engine CU has
+    # two m_axi masters (reads, writes), each on its own bank at one port word per cycle, so a
+    # card's peak bandwidth needs about as many masters as it has banks. DDR cards and the Zynq's
+    # HP ports: 2 CUs over 4 banks; HBM cards: 16 CUs over 32 pseudo-channels.
+    stream_cus: int
     embedded: bool = False  # Zynq MPSoC: v++ -p packages the xclbin with the boot image
 
     @property
@@ -54,20 +54,20 @@ def _indexed(kind: str, count: int, size: int) -> tuple[Bank, ...]:
 
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("u200", "xilinx_u200_gen3x16_xdma_2_202110_1", "Alveo U200", "2021.1",
-             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 4),
+             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2),
     Platform("u250", "xilinx_u250_gen3x16_xdma_4_1_202210_1", "Alveo U250", "2022.1",
-             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 4),
+             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2),
     Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
-             _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0, 32),
+             _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0, 16),
     Platform("u55c", "xilinx_u55c_gen3x16_xdma_3_202210_1", "Alveo U55C", "2022.1",
-             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 32),
+             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 16),
     # The U280 also has two DDR4 banks; kernels are spread over its 32 HBM pseudo-channels.
     Platform("u280", "xilinx_u280_gen3x16_xdma_1_202211_1", "Alveo U280", "2022.2",
-             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 32),
+             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 16),
     # The PL reaches the PS DDR through the high-performance ports: the sp= tags are the ports,
     # and every one of them sees the same 4 GiB.
     Platform("zcu102", "xilinx_zcu102_base_202210_1", "ZCU102 (Zynq UltraScale+ MPSoC)", "2022.1",
-             tuple(Bank(f"HP{i}", "DDR", 4 * GiB, 0) for i in range(4)), 19.2 / 4, None, 4, embedded=True),
+             tuple(Bank(f"HP{i}", "DDR", 4 * GiB, 0) for i in range(4)), 19.2 / 4, None, 2, embedded=True),
 )}
 
 ALIASES = {p.alias: p.name for p in PLATFORMS.values()}
@@ -105,7 +105,7 @@ DSP_BUDGET = 0.7  # of a card's DSPs, for the GEMM arrays
 DSPS_PER_MAC = 5  # a float32 multiply-add
 
 
-def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
-    """GEMM CUs at the XCL_OPT 4 default: as many PM x PN arrays as fit in the DSP budget (one of
-    the card's own array; two of the emulated image's 16 x 48 on a U250), at least one."""
-    return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))
+def gemm_cus(p: Platform, pe: tuple[int, int], arrays: int = 1) -> int:
+    """GEMM engine CUs at the XCL_OPT 4 default: as many as fit in the DSP budget when each CU holds
+    `arrays` PM x PN arrays (one per member dtype), at least one."""
+    return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC * arrays))

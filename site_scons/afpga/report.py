@@ -18,7 +18,7 @@ def params(cfg, gen, image: list, history: str, vitis_reports: dict | None) -> s
     return json.dumps({
         "target": cfg.target, "platform": cfg.platform.name, "card": cfg.platform.card,
         "memory": cfg.platform.memory, "opt": cfg.opt, "cus": cfg.cus,
-        "kernel_cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
+        "kernel_cus": {k.name: cfg.engine_cus(k) for k in gen.kernels},
         "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "source": k.source}
                     for k in gen.kernels],
         "outputs": [str(n) for n in image], "history": history, "vitis_reports": vitis_reports,

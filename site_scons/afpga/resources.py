@@ -16,6 +16,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from codegen.model import COSTLY_OPS
+
 from .platforms import Platform
 
 MAX_CUS = 128  # XRT serves 128 compute units per device (MAX_CUS in its kernel driver scheduler)
@@ -55,6 +57,9 @@ AXI_512 = Resources(lut=1052, ff=881, bram36=8)
 # The interconnect's share per master (SmartConnect, PG247): no public per-master figure; assumed
 # to be one 512-bit adapter's logic without its FIFOs.
 INTERCONNECT = Resources(lut=1052, ff=881)
+# A control register, per bit: its flip-flop and a share of the read-back multiplexer (an
+# assumption: the vadd csynth figure above is ~490 LUT for its 4 registers and handshake).
+REGISTER_BIT = Resources(lut=0.5, ff=1)
 
 # One lane's element function, float32: a simple op is one fadd (2 DSP, full_dsp), a transcendental
 # one fexp's 7 DSP (csynth); the LUT/FF beside the DSPs are an assumption (fadd: ~200 LUT, 300 FF).
@@ -66,10 +71,7 @@ MAC_F32 = Resources(lut=200, ff=300, dsp=5)  # a multiply-add: fmul (3 DSP) + fa
 DTYPE_SCALE = {"float16": 0.5, "bfloat16": 0.5, "float32": 1.0, "float64": 3.0, "complex64": 4.0}
 INT_LANE_PER_BIT = Resources(lut=3, ff=2)
 
-TRANSCENDENTAL = frozenset("""exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh
-    tanh asinh acosh atanh erf erfc erfinv sigmoid silu gelu gelu_tanh gelu_backward gelu_backward_tanh
-    silu_backward sigmoid_backward tanh_backward elu elu_scaled elu_backward pow pow_scalar rsqrt sqrt
-    lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax""".split())
+TRANSCENDENTAL = COSTLY_OPS  # codegen/model.py: the ops Kernel.compute_lanes builds fewer lanes of
 
 # Per category, beyond the lanes' element functions: stages and buffers (assumptions, named in
 # docs/building.md): dataflow levels keep each stream in LUTRAM, a tile buffer (XCL_OPT 1, and the
@@ -125,25 +127,44 @@ def lanes_of(top) -> int:
     return 1
 
 
-def kernel_estimate(top, category: str, op: str, dtype: str, cus: int, opt: int,
-                    gemm_pe: tuple[int, int]) -> KernelEstimate:
-    ports = [a for a in top.args if a.pointer]
-    bundles = {a.bundle: a.width or 32 for a in ports}
-    per_cu = CONTROL
-    for width in bundles.values():
-        per_cu = per_cu + axi_adapter(width) + INTERCONNECT
-    lanes = lanes_of(top)
+def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[int, int],
+             compute_lanes: int | None = None) -> Resources:
+    """One kernel's compute, streams and buffers (its interface aside): in an engine, one member's."""
+    bundles = {a.bundle: a.width or 32 for a in top.args if a.pointer}
+    lanes = compute_lanes or lanes_of(top)
+    out = Resources()
     if category == "gemm" and opt == 4:
         lanes = gemm_pe[0] * gemm_pe[1]  # the PE array's multiply-adds per cycle
         # A and B tiles double-buffered, one BRAM36 bank per PE row and column.
-        per_cu = per_cu + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
-    per_cu = per_cu + lane_cost(op, dtype, category) * lanes
+        out = out + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
+    out = out + lane_cost(op, dtype, category) * lanes
     if opt >= 2:
-        per_cu = per_cu + STREAM * (len(bundles) + 1)
+        out = out + STREAM * (len(bundles) + 1)
     if opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
         word_bits = max(bundles.values(), default=32)
-        per_cu = per_cu + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
-    return KernelEstimate(top.name, category, cus, len(bundles), lanes, per_cu)
+        out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
+    return out
+
+
+def interface(top) -> Resources:
+    """A CU's control interface (its registers too), m_axi adapters and share of the interconnect."""
+    out = CONTROL + REGISTER_BIT * sum(a.width or 64 for a in top.args if not a.pointer) \
+        + REGISTER_BIT * (64 * sum(1 for a in top.args if a.pointer))
+    for bundle in top.bundles:
+        width = max(a.width or 32 for a in top.args if a.pointer and a.bundle == bundle)
+        out = out + axi_adapter(width) + INTERCONNECT
+    return out
+
+
+def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tuple[int, int]) -> KernelEstimate:
+    """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath."""
+    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes if opt == 4 else 1)
+             for m in k.members] or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe)]
+    per_cu = interface(top)
+    for part in parts:
+        per_cu = per_cu + part
+    lanes = max((lanes_of(member_tops[m.name]) for m in k.members), default=lanes_of(top))
+    return KernelEstimate(top.name, k.category, cus, len(top.bundles), lanes, per_cu)
 
 
 # --- the card ------------------------------------------------------------------------------------
@@ -220,13 +241,13 @@ class Fit:
         }
 
 
-def estimate(plan, kernels, opt: int, gemm_pe: tuple[int, int], cus_given: bool) -> Fit:
-    """`plan`: the link plan (connectivity.plan); `kernels`: the image's KernelSources."""
+def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int], cus_given: bool) -> Fit:
+    """`plan`: the link plan (connectivity.plan); `kernels`: the image's KernelSources (engines with
+    their members); `member_tops`: the members' interfaces, by name."""
     sources = {k.name: k for k in kernels}
     estimates = []
     for top, names in plan.kernels:
-        k = sources[top.name]
-        estimates.append(kernel_estimate(top, k.category, k.op, k.dtype, len(names), opt, gemm_pe))
+        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe))
     ports = {b.tag: 0 for b in plan.platform.banks}
     for top, names in plan.kernels:
         for cu in names:
@@ -284,18 +305,26 @@ def table(fit: Fit, top: int = 8) -> str:
 
 def params(cfg, kernels) -> dict:
     """What the estimate needs that SCons knows when it reads the build (a Value node's text)."""
+    def source(k) -> dict:
+        return {"name": k.name, "category": k.category, "dtype": k.dtype, "op": k.op,
+                "compute_lanes": k.compute_lanes, "members": [source(m) for m in k.members]}
+
     return {"platform": cfg.platform.name, "opt": cfg.opt, "gemm_pe": list(cfg.gemm_pe), "cus_given": cfg.cus_given,
-            "cus": {k.name: cfg.kernel_cus(k.category) for k in kernels},
-            "kernels": [{"name": k.name, "category": k.category, "dtype": k.dtype, "op": k.op} for k in kernels]}
+            "cus": {k.name: cfg.engine_cus(k) for k in kernels}, "kernels": [source(k) for k in kernels]}
 
 
-def fit_of(interface: str, p: dict) -> Fit:
+def fit_of(interface_path: str, p: dict) -> Fit:
     """The estimate of the image `p` describes, from the codegen's interface file."""
     from . import connectivity, hls_interface
     from .gen import KernelSource
     from .platforms import PLATFORMS
 
-    kernels = [KernelSource(k["name"], k["category"], k["dtype"], "", k["op"]) for k in p["kernels"]]
-    tops = hls_interface.load(interface, [k.name for k in kernels])
+    def source(k: dict) -> KernelSource:
+        return KernelSource(k["name"], k["category"], k["dtype"], "", k["op"],
+                            tuple(source(m) for m in k["members"]), k["compute_lanes"])
+
+    kernels = [source(k) for k in p["kernels"]]
+    tops = hls_interface.load(interface_path, [k.name for k in kernels])
+    members = hls_interface.load(interface_path, [m.name for k in kernels for m in k.members])
     plan = connectivity.plan(tops, p["cus"], PLATFORMS[p["platform"]])
-    return estimate(plan, kernels, p["opt"], tuple(p["gemm_pe"]), p["cus_given"])
+    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"])

@@ -17,19 +17,18 @@ TARGETS = ("emu", "sw_emu", "hw_emu", "hw")
 MAX_CUS = 64
 
 
-# Categories whose kernels stream their operands once (memory bound at XCL_OPT 4): on a card they
-# get Platform.opt4_cus CUs by default; the compute-bound ones (gemm, fft, ...) keep one, sized to
-# the card's DSPs.
-STREAMING = frozenset({"unary", "binary", "ternary", "pointwise", "reduce", "copy", "fill"})
+# Engines whose kernels stream their operands once (memory bound): at XCL_OPT 3 and 4 they get
+# Platform.stream_cus CUs, enough CU ports to keep the card's banks busy; the compute-bound ones
+# (gemm, fft, ...) keep one, the GEMM engine as many as its PE arrays fit in the card's DSPs.
+STREAMING = frozenset({"unary", "binary", "ternary", "reduce", "copy", "fill"})
 
 
 def default_cus(opt: int, platform: Platform) -> int:
-    """XCL_OPT 3 is the multi-CU level; XCL_OPT 4 gives the streaming kernels as many CUs as the
-    card needs to keep its banks busy (Platform.opt4_cus). The emulated image mirrors the card's
-    CUs (each one a host thread), so that its launches split as the card's do. Other levels: one."""
-    if opt == 3:
-        return 4
-    return platform.opt4_cus if opt == 4 else 1
+    """The cus= of an engine that streams, when cus= is not given: XCL_OPT 3 and 4 spread it over
+    the card's banks (Platform.stream_cus); the lower levels have one CU of every engine. The
+    emulated image mirrors the card's CUs (each one a host thread), so its launches split as the
+    card's do."""
+    return platform.stream_cus if opt >= 3 else 1
 
 
 @dataclass(frozen=True)
@@ -48,13 +47,19 @@ class Config:
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
     march: str = "native"  # target=emu: g++'s -march for the image
 
-    def kernel_cus(self, category: str) -> int:
-        """CUs of one kernel of `category`: `cus`; at the XCL_OPT 4 default, the compute-bound kernels
-        get what the card's DSPs hold: as many GEMM PE arrays as fit (platforms.gemm_cus), one CU of
-        the others."""
-        if self.cus_given or self.opt != 4 or category in STREAMING:
+    def kernel_cus(self, category: str, arrays: int = 1) -> int:
+        """CUs of the engine of `category`: `cus` if given; else the streaming engines get `cus`, the
+        GEMM engine at XCL_OPT 4 as many CUs as its `arrays` PE arrays (one per member dtype) fit
+        in the card's DSP budget (platforms.gemm_cus), and every other engine one."""
+        if self.cus_given or category in STREAMING:
             return self.cus
-        return platforms.gemm_cus(self.platform, self.gemm_pe) if category == "gemm" else 1
+        if category == "gemm" and self.opt == 4:
+            return platforms.gemm_cus(self.platform, self.gemm_pe, arrays)
+        return 1
+
+    def engine_cus(self, k) -> int:
+        """CUs of engine `k` (a gen.KernelSource): the GEMM engine holds a PE array per member."""
+        return self.kernel_cus(k.category, max(1, len(k.members)))
 
     @property
     def hardware(self) -> bool:
@@ -116,9 +121,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v.Add(EnumVariable("platform", "the card (name or alias):\n" + platforms.describe() + "\n   ",
                        platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
                        map=platforms.ALIASES))
-    v.Add("cus", f"compute units per kernel, 1-{MAX_CUS} (default: 4 at opt=3; at opt=4, as on the card, streaming "
-                 f"kernels get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.opt4_cus}" for p in platforms.PLATFORMS.values())
-                 + "; gemm as many PE arrays as fit in ~70% of the DSPs; else 1)", "",
+    v.Add("cus", f"compute units per engine, 1-{MAX_CUS} (default: at opt=3 and 4, as on the card, the streaming "
+                 f"engines get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.stream_cus}" for p in platforms.PLATFORMS.values())
+                 + "; gemm as many as its PE arrays fit in ~70% of the DSPs; else 1)", "",
           _whole(1, MAX_CUS))
     v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
           _whole(50, 1000))

@@ -11,7 +11,7 @@ import os
 from SCons.Errors import UserError
 from SCons.Script import Action, GetOption
 
-from . import connectivity, hls_interface, resources
+from . import connectivity, hls_interface, resources, xclbin
 
 HLS_INCLUDE = "kernels/hls/include"  # our shared HLS headers (never the emu shims: v++ has the real ones)
 
@@ -41,7 +41,7 @@ def check_tools(env, cfg) -> None:
 
 def paths(cfg) -> dict[str, str]:
     out = cfg.out_dir
-    return {"xclbin": f"{out}/torch.xclbin", "config": f"{out}/connectivity.cfg",
+    return {"xclbin": f"{out}/torch.xclbin", "linked": f"{out}/link/torch.xclbin", "config": f"{out}/connectivity.cfg",
             "emconfig": f"{out}/emconfig.json", "package": f"{out}/package/sd_card.img"}
 
 
@@ -61,7 +61,15 @@ def link_command(cfg, xos: list[str]) -> str:
     out, p = cfg.out_dir, paths(cfg)
     return (f"v++ -l -t {cfg.target} --platform {cfg.platform.name}{_freq(cfg)} --config {p['config']} "
             f"--temp_dir {out}/tmp/link --report_dir {out}/reports/link --log_dir {out}/logs/link "
-            f"-o {p['xclbin']} {' '.join(xos)}")
+            f"-o {p['linked']} {' '.join(xos)}")
+
+
+def add_members(target, source, env):
+    """torch.xclbin: v++'s linked image with the engines' member table added (a USER_METADATA
+    section), so that the host finds each member kernel in its engine."""
+    with open(str(source[1]), encoding="utf-8") as f:
+        xclbin.add_members(str(source[0]), str(target[0]), f.read())
+    return 0
 
 
 def package_command(cfg) -> str:
@@ -129,13 +137,13 @@ def build(env, cfg, gen, steps) -> list:
     xos = []
     for k in gen.kernels:
         command = compile_command(cfg, k)
-        xo = xo_env.Command(f"{cfg.out_dir}/xo/{k.name}.xo", k.source, command)
+        xo = xo_env.Command(f"{cfg.out_dir}/xo/{k.name}.xo", [k.source, *(m.source for m in k.members)], command)
         xo_env.Depends(xo, env.Glob(f"#{HLS_INCLUDE}/*.h"))
         xo_env.Requires(xo, fit)  # order only: the check runs first; its result is no input of the .xo
         steps.track(env, xo, f"opt{cfg.opt}/xo/{k.name}", f"v++ -c {k.name}", "compile", [k.source], command)
         xos.append(str(xo[0]))
 
-    params = env.Value(json.dumps({"cus": {k.name: cfg.kernel_cus(k.category) for k in gen.kernels},
+    params = env.Value(json.dumps({"cus": {k.name: cfg.engine_cus(k) for k in gen.kernels},
                                    "platform": cfg.platform.name, "kernels": [k.name for k in gen.kernels]},
                                   sort_keys=True))
     config = env.Command(p["config"], [gen.interface, params],
@@ -143,10 +151,13 @@ def build(env, cfg, gen, steps) -> list:
     env.Depends(config, env.Glob("#site_scons/afpga/*.py"))  # the generator's own code is an input
 
     command = link_command(cfg, xos)
-    xclbin = env.Command(p["xclbin"], xos + config, command)
-    steps.track(env, xclbin, f"opt{cfg.opt}/link", f"v++ -l torch.xclbin ({len(xos)} kernels)", "link",
+    linked = env.Command(p["linked"], xos + config, command)
+    steps.track(env, linked, f"opt{cfg.opt}/link", f"v++ -l torch.xclbin ({len(xos)} kernels)", "link",
                 xos + [p["config"]], command)
-    image = list(xclbin)
+    image = env.Command(p["xclbin"], [linked, gen.members],
+                        Action(add_members, "add the member table to $TARGET (USER_METADATA)"))
+    env.Depends(image, env.Glob("#site_scons/afpga/xclbin.py"))
+    image = list(image)
 
     if _emulation(cfg.target):
         command = f"emconfigutil --platform {cfg.platform.name} --od {cfg.out_dir}"
@@ -168,5 +179,5 @@ def vitis_reports(cfg, gen) -> dict[str, dict[str, str]]:
     rows = {k.name: {"report_dir": f"{out}/reports/{k.name}", "log_dir": f"{out}/logs/{k.name}",
                      "summary": f"{out}/xo/{k.name}.xo.compile_summary"} for k in gen.kernels}
     rows["link"] = {"report_dir": f"{out}/reports/link", "log_dir": f"{out}/logs/link",
-                    "summary": f"{p['xclbin']}.link_summary", "info": f"{p['xclbin']}.info"}
+                    "summary": f"{p['linked']}.link_summary", "info": f"{p['linked']}.info"}
     return rows

@@ -13,9 +13,10 @@
 
 #include "afpga_abi.h"  // generated from codegen/abi.py: the AFPGA_KIND_* encodings
 
-// The most arguments a kernel may have: the GEMM's 16 and a fused GEMM's epilogue ports
+// The most arguments a kernel may have: an engine carries every member's pointers and scalars
+// (codegen/engines.py; the binary engine 48), a fused GEMM its epilogue ports
 // (aten_fpga/compile/fuse.py MAX_ARGS).
-#define AFPGA_EMU_MAX_ARGS 24
+#define AFPGA_EMU_MAX_ARGS 64
 
 extern "C" {
 // One kernel argument. A pointer is an m_axi port; its `bytes` is the port word (64 at XCL_OPT 4),

@@ -39,6 +39,15 @@ struct KernelInfo {
   std::vector<KernelArgInfo> args;
   int cus = 1;  // compute units in the image
   const void* handle = nullptr;  // the device's own kernel object
+  // A member of an engine (the image's member table, xclbin.h) runs as `engine` with `opcode` in
+  // engine argument `opcode_slot` and its argument i in engine argument `slots[i]`; its `args` are
+  // those engine arguments under the member's names, its `cus` the engine's. Null engine: a kernel
+  // the image holds itself.
+  const KernelInfo* engine = nullptr;
+  uint32_t opcode = 0;
+  int opcode_slot = -1;
+  std::vector<int> slots;
+  int spare_buffer = -1;  // the member argument whose buffer fills the engine buffers it leaves unused
 };
 
 // A value for one kernel argument: a buffer region or a scalar's bytes.
@@ -47,6 +56,9 @@ struct KernelArg {
   size_t offset = 0;         // byte offset into the buffer
   uint64_t bits = 0;         // a scalar's bytes, low bytes first
 };
+
+// One argument list per compute unit: runs[i] goes to CU i.
+using KernelRuns = std::vector<std::vector<KernelArg>>;
 
 // What one compute unit did: totals over the process, and its last run (when, on which host
 // thread, with which arguments). Tests use it to see that CUs run concurrently on disjoint
@@ -94,8 +106,11 @@ class Device {
   virtual const KernelInfo* find_kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
 
-  // Start one run per compute unit (runs[i] goes to CU i), concurrently, and wait for all.
-  virtual void run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) = 0;
+  // Start one run per compute unit (runs[i] goes to CU i), concurrently, and wait for all. A
+  // member runs as its engine, each run translated into the engine's arguments. Not virtual: the
+  // translation is the same on every device (engine_members.cpp defines it), which then calls its
+  // device's launch().
+  void run(const KernelInfo& k, const KernelRuns& runs);
 
   // Per compute unit accounting (index = CU), as recorded by run().
   std::vector<CuActivity> cu_activity() const {
@@ -104,7 +119,13 @@ class Device {
   }
 
  protected:
-  // Called by run() once per CU run, from the thread that drove it.
+  // Runs `runs` of kernel `k` (never a member: an engine or a kernel the image holds itself) as
+  // run() says. `passed` are the arguments the host passed (a member's, for a member; else `runs`):
+  // what record_cu_run books, so that accounting reads the same whether the image holds a kernel
+  // itself or as an engine's member.
+  virtual void launch(const KernelInfo& k, const KernelRuns& runs, const KernelRuns& passed) = 0;
+
+  // Called by launch() once per CU run, from the thread that drove it.
   void record_cu_run(int cu, int64_t start_ns, int64_t end_ns, uint64_t thread, const std::vector<KernelArg>& args) {
     std::lock_guard<std::mutex> g(activity_mu_);
     if (static_cast<int>(activity_.size()) <= cu) activity_.resize(cu + 1);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "../../kernels/hls/emu/image.h"
+#include "engine_members.h"
 #include "xclbin.h"
 
 namespace aten_fpga {
@@ -157,6 +158,8 @@ void EmuDevice::load_image(const std::string& path) {
     max_cus = std::max(max_cus, info.cus);
     kernels.emplace(info.name, std::move(info));
   }
+  // Members run the engine's code above: their arguments are the engine's, checked against it.
+  add_members(xclbin, xclbin_path, kernels);
   {
     std::lock_guard<std::mutex> g(run_mu_);
     stop_cu_threads();
@@ -178,7 +181,8 @@ std::vector<std::string> EmuDevice::kernel_names() const {
   return names;
 }
 
-void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args) {
+void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args,
+                          const std::vector<KernelArg>& passed) {
   uint64_t slots[AFPGA_EMU_MAX_ARGS];
   TORCH_CHECK(args.size() <= AFPGA_EMU_MAX_ARGS, k.name, " takes more arguments than the emulator's ABI holds");
   for (size_t i = 0; i < args.size(); ++i) {
@@ -188,10 +192,10 @@ void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelA
   }
   const int64_t start = now_ns();
   static_cast<const afpga_emu_kernel*>(k.handle)->invoke(slots);
-  record_cu_run(cu, start, now_ns(), std::hash<std::thread::id>()(std::this_thread::get_id()), args);
+  record_cu_run(cu, start, now_ns(), std::hash<std::thread::id>()(std::this_thread::get_id()), passed);
 }
 
-void EmuDevice::run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) {
+void EmuDevice::launch(const KernelInfo& k, const KernelRuns& runs, const KernelRuns& passed) {
   TORCH_CHECK(!runs.empty() && static_cast<int>(runs.size()) <= k.cus, k.name, ": ", runs.size(), " runs for ",
               k.cus, " CUs");
   for (const auto& args : runs) {
@@ -202,7 +206,7 @@ void EmuDevice::run(const KernelInfo& k, const std::vector<std::vector<KernelArg
     {
       std::lock_guard<std::mutex> g(mu_);
       for (size_t i = 1; i < runs.size(); ++i) {
-        pending_[i - 1] = [this, &k, &runs, i] { run_on_cu(k, static_cast<int>(i), runs[i]); };
+        pending_[i - 1] = [this, &k, &runs, &passed, i] { run_on_cu(k, static_cast<int>(i), runs[i], passed[i]); };
       }
       outstanding_ = runs.size() - 1;
     }
@@ -211,7 +215,7 @@ void EmuDevice::run(const KernelInfo& k, const std::vector<std::vector<KernelArg
     // then waited for it (80 us of nothing per launch, measured on 2 cores).
     cv_.notify_all();
   }
-  run_on_cu(k, 0, runs[0]);  // CU 0 runs in this thread
+  run_on_cu(k, 0, runs[0], passed[0]);  // CU 0 runs in this thread
   if (runs.size() > 1) {
     std::unique_lock<std::mutex> g(mu_);
     done_cv_.wait(g, [this] { return outstanding_ == 0; });

@@ -31,12 +31,14 @@ class EmuDevice final : public Device {
   const std::string& image_path() const override { return image_path_; }
   const KernelInfo* find_kernel(const std::string& name) const override;
   std::vector<std::string> kernel_names() const override;
-  void run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) override;
+
+ protected:
+  void launch(const KernelInfo& k, const KernelRuns& runs, const KernelRuns& passed) override;
 
  private:
   struct EmuBuffer;
   void release(size_t bytes);
-  void run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args);
+  void run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelArg>& args, const std::vector<KernelArg>& passed);
   void start_cu_threads(int n);
   void stop_cu_threads();
 

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 namespace aten_fpga::xclbin {
@@ -19,8 +21,11 @@ constexpr size_t kHeaderBytes = 456;
 constexpr size_t kSectionHeaderBytes = 40;
 constexpr size_t kNumSectionsAt = 304 + 144;  // m_header.m_numSections
 constexpr size_t kVbnvAt = 304 + 48;          // m_header.m_platformVBNV[64]
-constexpr uint32_t kEmbeddedMetadata = 2, kMemTopology = 6, kIpLayout = 8;
+constexpr uint32_t kEmbeddedMetadata = 2, kMemTopology = 6, kIpLayout = 8, kUserMetadata = 16;
 constexpr uint32_t kIpKernel = 1;
+// A member table's first line is this and its version; a USER_METADATA section of another tool is not one.
+constexpr const char* kMembersMagic = "aten_fpga engines ";
+constexpr const char* kMembersVersion = "1";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error("'" + path + "' is not a usable xclbin: " + what +
@@ -132,6 +137,110 @@ std::string attr(const Tag& t, const char* key) {
   return it == t.attrs.end() ? std::string() : it->second;
 }
 
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+const Arg* find_arg(const Kernel& k, const std::string& name) {
+  auto it = std::find_if(k.args.begin(), k.args.end(), [&](const Arg& a) { return a.name == name; });
+  return it == k.args.end() ? nullptr : &*it;
+}
+
+std::string arg_list(const Kernel& k) {
+  std::string out;
+  for (const Arg& a : k.args) out += (out.empty() ? "" : ", ") + a.name;
+  return out;
+}
+
+// The member table `text` (its first line starts with kMembersMagic) into image.engines and
+// image.members, checked against the image's kernels.
+void read_members(const std::string& text, Image& image, const std::string& path) {
+  std::map<std::string, std::pair<const Kernel*, std::string>> engines;  // declared so far: kernel, opcode argument
+  std::map<std::string, std::map<uint32_t, std::string>> opcodes;  // engine -> opcode -> member
+  std::set<std::string> members;
+  size_t number = 0;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    auto bad = [&](const std::string& what) {
+      fail(path, "its member table (USER_METADATA), line " + std::to_string(number) + ", has " + what);
+    };
+    const std::vector<std::string> w = words(line);
+    if (number == 1) {
+      if (w.size() != 3 || w[2] != kMembersVersion)
+        bad("\"" + line + "\": this host reads version " + kMembersVersion + " (\"" + kMembersMagic + kMembersVersion +
+            "\"); rebuild the host and the image from one checkout");
+      continue;
+    }
+    if (w.empty()) continue;
+    if (w[0] == "engine") {
+      if (w.size() != 3) bad("\"" + line + "\", not `engine <engine kernel> <its opcode argument>`");
+      auto k = std::find_if(image.kernels.begin(), image.kernels.end(), [&](const Kernel& k) { return k.name == w[1]; });
+      if (k == image.kernels.end()) bad("engine " + w[1] + ", which is not a kernel of the image (its metadata lacks it)");
+      if (engines.count(w[1])) bad("engine " + w[1] + " a second time");
+      const Arg* op = find_arg(*k, w[2]);
+      if (op == nullptr) bad("engine " + w[1] + " with opcode argument " + w[2] + ", which it lacks (it has " + arg_list(*k) + ")");
+      if (op->is_pointer) bad("engine " + w[1] + " with opcode argument " + w[2] + ", a buffer: the opcode is a scalar");
+      engines[w[1]] = {&*k, w[2]};
+      image.engines.push_back({w[1], w[2]});
+    } else if (w[0] == "member") {
+      if (w.size() < 4) bad("\"" + line + "\", not `member <member> <engine> <opcode> <member arg>=<engine arg> ...`");
+      Member m{w[1], w[2], 0, {}};
+      const std::string who = "member " + m.name;
+      if (members.count(m.name)) bad(who + " a second time");
+      if (engines.count(m.name)) bad(who + ", which is an engine's name");
+      auto e = engines.find(m.engine);
+      if (e == engines.end()) bad(who + " of engine " + m.engine + ", which no engine line above declares");
+      const Kernel& engine = *e->second.first;
+      const std::string& opcode_arg = e->second.second;
+      unsigned long long opcode = 0;
+      size_t used = 0;
+      try {
+        opcode = std::stoull(w[3], &used, 10);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != w[3].size() || w[3][0] == '-' || opcode > UINT32_MAX)
+        bad(who + " with opcode " + w[3] + ", not a number from 0 to " + std::to_string(UINT32_MAX));
+      m.opcode = static_cast<uint32_t>(opcode);
+      auto [taken, fresh] = opcodes[m.engine].emplace(m.opcode, m.name);
+      if (!fresh) bad(who + " with opcode " + w[3] + " of engine " + m.engine + ", which is member " + taken->second + "'s");
+      std::set<std::string> mapped, named;
+      bool passes_buffer = false;
+      for (size_t i = 4; i < w.size(); ++i) {
+        const size_t eq = w[i].find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == w[i].size())
+          bad(who + " with argument \"" + w[i] + "\", not <member arg>=<engine arg>");
+        std::string arg = w[i].substr(0, eq), to = w[i].substr(eq + 1);
+        const Arg* target = find_arg(engine, to);
+        if (target == nullptr)
+          bad(who + " with argument " + arg + " in " + to + ", which engine " + m.engine + " lacks (it has " + arg_list(engine) + ")");
+        if (to == opcode_arg) bad(who + " with argument " + arg + " in " + to + ", the engine's opcode argument");
+        if (!named.insert(arg).second) bad(who + " with argument " + arg + " twice");
+        if (!mapped.insert(to).second) bad(who + " with two arguments in engine argument " + to);
+        passes_buffer = passes_buffer || target->is_pointer;
+        m.args.emplace_back(std::move(arg), std::move(to));
+      }
+      // An engine buffer the member does not use still needs a buffer (XRT refuses a run without
+      // one): the device passes one of the member's.
+      const bool engine_has_buffer = std::any_of(engine.args.begin(), engine.args.end(), [](const Arg& a) { return a.is_pointer; });
+      if (engine_has_buffer && !passes_buffer)
+        bad(who + ", which passes no buffer to engine " + m.engine + ": the device needs one for the engine's unused buffers");
+      members.insert(m.name);
+      image.members.push_back(std::move(m));
+    } else {
+      bad("\"" + w[0] + "\" where `engine` or `member` belongs");
+    }
+  }
+}
+
 }  // namespace
 
 Image read(const std::string& path) {
@@ -145,12 +254,15 @@ Image read(const std::string& path) {
   image.platform = fixed_string(data, kVbnvAt, 64, path);
   const uint32_t count = load<uint32_t>(data, kNumSectionsAt, path);
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> sections;  // first of each kind
+  std::vector<std::string> member_tables;
   for (uint32_t s = 0; s < count; ++s) {
     const size_t h = kHeaderBytes + s * kSectionHeaderBytes;
     const auto kind = load<uint32_t>(data, h, path);
     const auto offset = load<uint64_t>(data, h + 24, path), size = load<uint64_t>(data, h + 32, path);
     if (offset > data.size() || size > data.size() - offset) fail(path, "a section lies past its end");
     sections.emplace(kind, std::make_pair(offset, size));
+    if (kind == kUserMetadata && data.compare(offset, std::min<uint64_t>(size, std::strlen(kMembersMagic)), kMembersMagic) == 0)
+      member_tables.push_back(data.substr(offset, size));
   }
   for (uint32_t kind : {kEmbeddedMetadata, kIpLayout})
     if (!sections.count(kind))
@@ -208,6 +320,9 @@ Image read(const std::string& path) {
       image.memories.push_back({fixed_string(data, at + 24, 16, path), load<uint8_t>(data, at + 1, path) != 0});
     }
   }
+
+  if (member_tables.size() > 1) fail(path, "it has " + std::to_string(member_tables.size()) + " member tables (USER_METADATA sections starting \"" + kMembersMagic + "\")");
+  if (!member_tables.empty()) read_members(member_tables[0], image, path);
   return image;
 }
 

@@ -1,11 +1,13 @@
 // A small reader of xclbin files (XRT's public xclbin.h layout), our own: the kernels, their
-// arguments and compute units, and the memory banks. Both device backends discover an image's
+// arguments and compute units, the memory banks, and the member table (engines and members). Both device backends discover an image's
 // kernels through it, the emulated device from the xclbin the build writes beside its g++ image.
 // Needs neither XRT nor torch.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aten_fpga::xclbin {
@@ -31,14 +33,36 @@ struct Memory {
   bool used = false;
 };
 
+// The member table, a USER_METADATA section (kind 16) whose text starts with the line
+// "aten_fpga engines 1" (site_scons/afpga/xclbin.py writes it):
+//   engine <engine kernel> <its opcode argument>
+//   member <member> <engine> <opcode> <member arg>=<engine arg> ...   (the member's args in order)
+// A member is a kernel the host asks for by name (v_add_float32) that the image runs as `opcode`
+// of an engine kernel (e_binary).
+struct Engine {
+  std::string kernel;      // one of the image's kernels
+  std::string opcode_arg;  // its scalar argument selecting the member
+};
+
+struct Member {
+  std::string name;
+  std::string engine;
+  uint32_t opcode = 0;
+  std::vector<std::pair<std::string, std::string>> args;  // (member arg, engine arg), in the member's order
+};
+
 struct Image {
   std::string platform;         // the header's VBNV
   std::vector<Kernel> kernels;  // in metadata order
   std::vector<Memory> memories;
   std::string emulation_image;  // the g++ image holding the kernel code ("" for a v++ image)
+  std::vector<Engine> engines;  // from the member table, in its order (none without one)
+  std::vector<Member> members;
 };
 
-// Reads `path`; throws std::runtime_error naming the file and what is wrong.
+// Reads `path`; throws std::runtime_error naming the file and what is wrong (for the member table,
+// the line too). Validated: engines are kernels with a scalar opcode argument, members name a
+// declared engine and its arguments (each once, never the opcode's), names and opcodes are unique.
 Image read(const std::string& path);
 
 // How the host encodes a scalar argument of this C type in its 64-bit slot (an AFPGA_KIND_* of

@@ -1,5 +1,6 @@
 #include "xrt_device.h"
 
+#include "engine_members.h"
 #include "xclbin.h"
 
 #include <c10/util/Exception.h>
@@ -122,6 +123,7 @@ class XrtDevice final : public Device {
         handles.push_back(std::move(handle));
         kernels.emplace(info.name, std::move(info));
       }
+      add_members(image, path, kernels);  // run through their engine's xrt::kernel objects above
     } catch (const c10::Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -148,7 +150,8 @@ class XrtDevice final : public Device {
     return names;
   }
 
-  void run(const KernelInfo& k, const std::vector<std::vector<KernelArg>>& runs) override {
+ protected:
+  void launch(const KernelInfo& k, const KernelRuns& runs, const KernelRuns& passed) override {
     const auto& handle = *static_cast<const XrtKernel*>(k.handle);
     TORCH_CHECK(!runs.empty() && runs.size() <= handle.cus.size(), k.name, ": ", runs.size(), " runs for ",
                 handle.cus.size(), " CUs");
@@ -178,7 +181,7 @@ class XrtDevice final : public Device {
       }
       for (size_t cu = 0; cu < started.size(); ++cu) {
         const auto state = started[cu].wait();
-        record_cu_run(static_cast<int>(cu), start_ns[cu], now_ns(), thread, runs[cu]);
+        record_cu_run(static_cast<int>(cu), start_ns[cu], now_ns(), thread, passed[cu]);
         TORCH_CHECK(state == ERT_CMD_STATE_COMPLETED, k.name, " on CU ", cu, " ended in state ", static_cast<int>(state),
                     " (4 is completed)");
       }

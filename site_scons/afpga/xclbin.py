@@ -7,6 +7,17 @@ host, and XRT's own `xrt::xclbin`, discover kernels and CUs exactly as from a v+
 
     axlf (496 bytes, of which 456 precede the section headers) | section headers (40 bytes each)
     | sections, each 8-byte aligned: MEM_TOPOLOGY, IP_LAYOUT, CONNECTIVITY, EMBEDDED_METADATA
+    [, USER_METADATA: the member table]
+
+The member table says which kernels the host asks for by name ("members", v_add_float32) run as
+an opcode of an engine kernel the image holds (e_binary). A UTF-8 text, one record per line:
+
+    aten_fpga engines 1
+    engine <engine kernel> <its opcode argument>
+    member <member> <engine> <opcode> <member arg>=<engine arg> ...   (the member's args in order)
+
+`add_members` appends it to an xclbin another tool wrote (v++'s link output). The host reads it in
+host/ps/xclbin.cpp and resolves members in host/ps/engine_members.cpp.
 """
 from __future__ import annotations
 
@@ -17,7 +28,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
 # enum axlf_section_kind
-EMBEDDED_METADATA, MEM_TOPOLOGY, CONNECTIVITY, IP_LAYOUT = 2, 6, 7, 8
+EMBEDDED_METADATA, MEM_TOPOLOGY, CONNECTIVITY, IP_LAYOUT, USER_METADATA = 2, 6, 7, 8, 16
 # enum XCLBIN_MODE. The emulated image is flat, like a hardware image: XRT's noop shim loads it.
 MODES = {"hw": 0, "emu": 0, "hw_emu": 4, "sw_emu": 5}
 # enum MEM_TYPE
@@ -27,6 +38,8 @@ AP_CTRL_CHAIN = 1  # dataflow kernels: a CU may start the next run while finishi
 
 HEADER_BYTES = 456  # struct axlf up to m_sections (static_assert'ed by xclbin.h: 496 - 40)
 SECTION_HEADER_BYTES = 40
+LENGTH_AT, SIGNATURE_LENGTH_AT, NUM_SECTIONS_AT = 304, 8, 304 + 144  # m_header.m_length, ...
+MEMBERS_MAGIC = "aten_fpga engines 1"  # the member table's first line
 CONTROL_PORT = "S_AXI_CONTROL"
 CONTROL_RANGE = 0x1000
 CU_BASE, CU_STRIDE = 0x1800000, 0x10000
@@ -73,6 +86,7 @@ class Design:
     # (cu name, argument index) -> memory tag, for every buffer argument of every CU
     connections: dict[tuple[str, int], str] = field(hash=False)
     emulation_image: str | None = None  # the g++ image beside the xclbin holding the kernel code
+    members: str = ""  # the member table (module docstring), written as USER_METADATA when given
 
 
 def _register_offsets(args: tuple[Arg, ...]) -> list[int]:
@@ -164,6 +178,8 @@ def container(d: Design) -> bytes:
     sections = [(MEM_TOPOLOGY, "MEM_TOPOLOGY", mem_topology(d)), (IP_LAYOUT, "IP_LAYOUT", ip_layout(d)),
                 (CONNECTIVITY, "CONNECTIVITY", connectivity(d)),
                 (EMBEDDED_METADATA, "EMBEDDED_METADATA"[:15], metadata_xml(d).encode())]
+    if d.members:
+        sections.append(_members_section(d.members))
     headers, body = b"", b""
     at = HEADER_BYTES + SECTION_HEADER_BYTES * len(sections)
     for kind, name, data in sections:
@@ -193,3 +209,67 @@ def container(d: Design) -> bytes:
 def write(path: str, d: Design) -> None:
     with open(path, "wb") as f:
         f.write(container(d))
+
+
+def _is_members(text: str) -> bool:
+    return text.split("\n", 1)[0] == MEMBERS_MAGIC
+
+
+def _members_section(text: str) -> tuple[int, str, bytes]:
+    if not _is_members(text):
+        raise ValueError(f"a member table starts with the line {MEMBERS_MAGIC!r}: {text[:40]!r} does not")
+    return USER_METADATA, "USER_METADATA", text.encode()
+
+
+def section_table(data: bytes) -> list[tuple[int, int, int]]:
+    """(kind, offset, size) of each section of an xclbin, in header order."""
+    if len(data) < HEADER_BYTES or data[:8] != b"xclbin2\0":
+        raise ValueError("not an xclbin: it lacks the \"xclbin2\" magic")
+    count, = struct.unpack_from("<I", data, NUM_SECTIONS_AT)
+    return [struct.unpack_from("<I20xQQ", data, HEADER_BYTES + SECTION_HEADER_BYTES * i) for i in range(count)]
+
+
+def add_section(data: bytes, kind: int, name: str, payload: bytes) -> bytes:
+    """`data` (a whole xclbin) with one more section, appended 8-byte aligned. Its header goes after
+    the others, so everything behind them moves by one header (40 bytes: alignment is kept); every
+    section's offset and the total length are fixed up. Nothing else changes (the uuid is the
+    bitstream's), so the same input gives the same bytes."""
+    if struct.unpack_from("<i", data, SIGNATURE_LENGTH_AT)[0] != -1:
+        raise ValueError("the xclbin is signed: a section added after signing would void the signature; "
+                         "add the member table before signing")
+    length, = struct.unpack_from("<Q", data, LENGTH_AT)
+    if length != len(data):
+        raise ValueError(f"the xclbin's m_length is {length}, but it has {len(data)} bytes")
+    table = section_table(data)
+    headers_end = HEADER_BYTES + SECTION_HEADER_BYTES * len(table)
+    if any(offset < headers_end or offset + size > len(data) for _, offset, size in table):
+        raise ValueError("a section of the xclbin lies outside its data")
+    out = bytearray(data[:headers_end] + bytes(SECTION_HEADER_BYTES) + data[headers_end:])
+    out += bytes(-len(out) % 8)
+    for i, (_, offset, _) in enumerate(table):
+        struct.pack_into("<Q", out, HEADER_BYTES + SECTION_HEADER_BYTES * i + 24, offset + SECTION_HEADER_BYTES)
+    struct.pack_into("<I16s4xQQ", out, headers_end, kind, _name(name, 16), len(out), len(payload))
+    out += payload
+    struct.pack_into("<Q", out, LENGTH_AT, len(out))
+    struct.pack_into("<I", out, NUM_SECTIONS_AT, len(table) + 1)
+    return bytes(out)
+
+
+def members_of(data: bytes) -> str | None:
+    """The member table of an xclbin, or None (a USER_METADATA section of another tool is not one)."""
+    for kind, offset, size in section_table(data):
+        text = data[offset:offset + size].decode("utf-8", "replace") if kind == USER_METADATA else ""
+        if _is_members(text):
+            return text
+    return None
+
+
+def add_members(src: str, dst: str, text: str) -> None:
+    """Writes to `dst` the xclbin `src` (v++'s link output) with the member table `text` added."""
+    with open(src, "rb") as f:
+        data = f.read()
+    if members_of(data) is not None:
+        raise ValueError(f"'{src}' already has a member table")
+    kind, name, payload = _members_section(text)
+    with open(dst, "wb") as f:
+        f.write(add_section(data, kind, name, payload))

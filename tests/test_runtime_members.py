@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -257,7 +258,7 @@ def test_malformed_tables_are_refused_naming_file_line_and_cause(image_dir, case
     assert "v_add_float32" in _C.kernel_names()
 
 
-MULTIARCH_LIB = os.path.join("/usr/lib", "x86_64-linux-gnu")
+MULTIARCH_LIB = os.path.join("/usr/lib", sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")
 
 
 @pytest.mark.skipif(not _C.xrt_built() or not glob.glob(os.path.join(MULTIARCH_LIB, "libxrt_noop.so*")),

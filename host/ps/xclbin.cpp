@@ -137,7 +137,6 @@ std::string attr(const Tag& t, const char* key) {
   return it == t.attrs.end() ? std::string() : it->second;
 }
 
-
 std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
   std::vector<std::string> out;
@@ -321,7 +320,9 @@ Image read(const std::string& path) {
     }
   }
 
-  if (member_tables.size() > 1) fail(path, "it has " + std::to_string(member_tables.size()) + " member tables (USER_METADATA sections starting \"" + kMembersMagic + "\")");
+  if (member_tables.size() > 1)
+    fail(path, "it has " + std::to_string(member_tables.size()) + " member tables (USER_METADATA sections starting \"" +
+                   kMembersMagic + "\")");
   if (!member_tables.empty()) read_members(member_tables[0], image, path);
   return image;
 }

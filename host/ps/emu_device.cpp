@@ -148,7 +148,7 @@ void EmuDevice::load_image(const std::string& path) {
     for (size_t a = 0; a < k.args.size(); ++a) {
       const xclbin::Arg& x = k.args[a];
       const afpga_emu_arg& c = code->args[a];
-      const int bytes = x.is_pointer ? x.port_width / 8 : static_cast<int>(x.size);
+      const int bytes = x.is_pointer ? xclbin::word_bytes(x) : static_cast<int>(x.size);
       const char type = xclbin::encoding(x.type);
       TORCH_CHECK(x.is_pointer == (c.is_pointer != 0) && bytes == c.bytes && type == c.type, k.name,
                   " argument ", x.name, " is ", x.type, " (", bytes, " bytes) in '", xclbin_path,

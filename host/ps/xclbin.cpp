@@ -374,6 +374,19 @@ char encoding(const std::string& type) {
                            "add it to CTYPES in codegen/abi.py");
 }
 
+int word_bytes(const Arg& a) {
+  bool pointer = false;
+  const CType* c = find_ctype(element_type(a.type, &pointer));
+  if (c == nullptr) return a.port_width / 8;
+  std::string t;
+  for (char ch : a.type)
+    if (!std::isspace(static_cast<unsigned char>(ch))) t += ch;
+  const size_t comma = t.rfind(',');
+  const int lanes = t.find("hls::vector<") != std::string::npos && comma != std::string::npos
+                        ? std::stoi(t.substr(comma + 1)) : 1;
+  return c->bytes * lanes;
+}
+
 int element_bytes(const std::string& type) {
   bool pointer = false;
   const CType* c = find_ctype(element_type(type, &pointer));

@@ -71,5 +71,9 @@ Image read(const std::string& path);
 char encoding(const std::string& type);
 // Bytes of one element a port type carries ("hls::vector<float, 16>*" -> 4, "half*" -> 2).
 int element_bytes(const std::string& type);
+// Bytes of one word a buffer argument moves: an hls::vector's lanes of its element, one element,
+// or -- a type the ABI table lacks (ap_uint<N>) -- the port's data width. Arguments bundled on one
+// port may move narrower words than its data bus (an engine's bool output beside its float ones).
+int word_bytes(const Arg& a);
 
 }  // namespace aten_fpga::xclbin

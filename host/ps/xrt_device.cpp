@@ -100,7 +100,7 @@ class XrtDevice final : public Device {
                                             [&](const xclbin::Kernel& d) { return d.name == info.name; });
         TORCH_CHECK(described != image.kernels.end(), path, ": kernel ", info.name, " is missing from its metadata");
         for (const xclbin::Arg& a : described->args) {
-          const int bytes = a.is_pointer ? a.port_width / 8 : static_cast<int>(a.size);
+          const int bytes = a.is_pointer ? xclbin::word_bytes(a) : static_cast<int>(a.size);
           info.args.push_back({a.name, a.is_pointer, bytes, xclbin::encoding(a.type),
                                a.is_pointer ? xclbin::element_bytes(a.type) : bytes});
         }

@@ -79,8 +79,12 @@ def design(p: LinkPlan, target: str, emulation_image: str | None = None, members
     kernels = []
     connections = {}
     for top, names in p.kernels:
-        ports = [xclbin.Port(a.port, True, a.width) for a in top.args if a.pointer]
-        ports = tuple(dict.fromkeys(ports)) + (xclbin.Port(xclbin.CONTROL_PORT, False, 32),)
+        # A bundle's data bus is its widest argument's word (an engine bundles words of every dtype).
+        widths: dict[str, int] = {}
+        for a in top.args:
+            if a.pointer:
+                widths[a.port] = max(widths.get(a.port, 0), a.width)
+        ports = tuple(xclbin.Port(p, True, w) for p, w in widths.items()) + (xclbin.Port(xclbin.CONTROL_PORT, False, 32),)
         args = tuple(xclbin.Arg(a.name, a.pointer, a.port, 8 if a.pointer else max(a.width // 8, 1), a.type)
                      for a in top.args)
         kernels.append(xclbin.Kernel(top.name, ports, args, names))

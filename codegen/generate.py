@@ -7,7 +7,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from . import abi, baseline, check, engines, interface
+from . import abi, baseline, check, engines, interface, storage
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
 from .gen_hls import arg_names, emu_units, generate_hls, template_env
@@ -125,7 +125,9 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) 
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
     members = {e.name: [m.kernel for m in e.members] for e in built}
-    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members},
+    # Each kernel's local arrays in BRAM36 (codegen/storage.py), for the build's resource model.
+    bram = {k.name: storage.bram36(files[k.source(level)]) for k in kernels}
+    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "bram36": bram},
                                               indent=1, sort_keys=True) + "\n"
     files[member_file(level)] = engines.member_table(built)
     files.update(emu_units(built))

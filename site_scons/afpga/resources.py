@@ -12,6 +12,7 @@ remain the truth for what barely fits.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -128,21 +129,26 @@ def lanes_of(top) -> int:
 
 
 def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[int, int],
-             compute_lanes: int | None = None) -> Resources:
-    """One kernel's compute, streams and buffers (its interface aside): in an engine, one member's."""
+             compute_lanes: int | None = None, bram36: float | None = None) -> Resources:
+    """One kernel's compute, streams and local memories (its interface aside): in an engine, one
+    member's. `bram36`: its arrays as codegen/storage.py reads them from its source; without it (a
+    fused kernel) a tile of TILE_WORDS port words where the template has one."""
     bundles = {a.bundle: a.width or 32 for a in top.args if a.pointer}
     lanes = compute_lanes or lanes_of(top)
     out = Resources()
     if category == "gemm" and opt == 4:
         lanes = gemm_pe[0] * gemm_pe[1]  # the PE array's multiply-adds per cycle
-        # A and B tiles double-buffered, one BRAM36 bank per PE row and column.
+        # A and B tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=,
+        # which the source leaves to the build).
         out = out + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
+    elif bram36 is not None:
+        out = out + Resources(bram36=bram36)
+    elif opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
+        word_bits = max(bundles.values(), default=32)
+        out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
     out = out + lane_cost(op, dtype, category) * lanes
     if opt >= 2:
         out = out + STREAM * (len(bundles) + 1)
-    if opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
-        word_bits = max(bundles.values(), default=32)
-        out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
     return out
 
 
@@ -156,10 +162,13 @@ def interface(top) -> Resources:
     return out
 
 
-def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tuple[int, int]) -> KernelEstimate:
-    """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath."""
-    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes if opt == 4 else 1)
-             for m in k.members] or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe)]
+def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tuple[int, int],
+                    bram36: dict | None = None) -> KernelEstimate:
+    """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays."""
+    bram36 = bram36 or {}
+    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes if opt == 4 else 1,
+                      bram36.get(m.name)) for m in k.members] \
+        or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, bram36.get(k.name))]
     per_cu = interface(top)
     for part in parts:
         per_cu = per_cu + part
@@ -241,13 +250,14 @@ class Fit:
         }
 
 
-def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int], cus_given: bool) -> Fit:
+def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int], cus_given: bool,
+             bram36: dict | None = None) -> Fit:
     """`plan`: the link plan (connectivity.plan); `kernels`: the image's KernelSources (engines with
-    their members); `member_tops`: the members' interfaces, by name."""
+    their members); `member_tops`: the members' interfaces, by name; `bram36`: each kernel's arrays."""
     sources = {k.name: k for k in kernels}
     estimates = []
     for top, names in plan.kernels:
-        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe))
+        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe, bram36))
     ports = {b.tag: 0 for b in plan.platform.banks}
     for top, names in plan.kernels:
         for cu in names:
@@ -327,4 +337,6 @@ def fit_of(interface_path: str, p: dict) -> Fit:
     tops = hls_interface.load(interface_path, [k.name for k in kernels])
     members = hls_interface.load(interface_path, [m.name for k in kernels for m in k.members])
     plan = connectivity.plan(tops, p["cus"], PLATFORMS[p["platform"]])
-    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"])
+    with open(interface_path, encoding="utf-8") as f:
+        bram36 = json.load(f).get("bram36", {})
+    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"], bram36)

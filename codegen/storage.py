@@ -1,0 +1,77 @@
+"""The on-chip memory a rendered kernel declares: its local arrays, as Vitis HLS maps them.
+
+The build's resource model (site_scons/afpga/resources.py) prices a kernel's BRAM from this rather
+than from a rule of thumb, so a template that shrinks or partitions a buffer changes the estimate.
+Read from the same text v++ compiles, like codegen/interface.py.
+
+HLS puts an array in block RAM unless it is partitioned into registers or is small: each bank (a
+partition) of more than SMALL_BITS bits takes BRAM18s of 18 Kbit (two to a BRAM36); smaller banks
+go to LUTRAM or registers. An array declared in a function counts once (our kernels call each stage
+once per dataflow region).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from . import interface
+
+SMALL_BITS = 2048  # banks up to this size: LUTRAM or registers (an assumption; HLS decides per array)
+BRAM18_BITS = 18 * 1024
+UNKNOWN_BITS = 64  # an element of a type the ABI table lacks (a struct accumulator): assumed 64 bits
+
+# `T a[N][M];`, `T a[N], b[N];`, `static const T ROM[N] = {...}` (one declarator then)
+_ONE = r"\w+(?:\[[^\]\n]+\])+"
+_DECL = re.compile(rf"^[ \t]*(?:static\s+)?(?:const\s+)?([A-Za-z_][\w:<>, ]*?)\s+({_ONE}(?:\s*,\s*{_ONE})*)\s*[;=]", re.M)
+_CONST = re.compile(r"\bconst\s+(?:int|unsigned|uint32_t|int32_t|uint64_t|int64_t|size_t)\s+(\w+)\s*=\s*([^;]+);")
+_PARTITION = re.compile(r"#pragma\s+HLS\s+ARRAY_PARTITION\s+([^\n]*)")
+
+
+def _constants(code: str) -> dict[str, int]:
+    """The file's integer constants, each evaluated once its names are known."""
+    raw = dict(_CONST.findall(code))
+    known: dict[str, int] = {}
+    for _ in range(4):  # constants defined from constants
+        for name, expr in raw.items():
+            value = _evaluate(expr, known)
+            if value is not None:
+                known[name] = value
+    return known
+
+
+def _evaluate(expr: str, names: dict[str, int]) -> int | None:
+    text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)  # 1u, 16ull
+    text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(names[m.group(0)]) if m.group(0) in names else "?", text)
+    if "?" in text or not re.fullmatch(r"[\d\s+\-*/()<]+", text):
+        return None
+    return int(eval(text.replace("/", "//"), {"__builtins__": {}}))  # digits and arithmetic only (checked above)
+
+
+def bram36(code: str) -> float:
+    """BRAM36 blocks the local arrays of `code` take."""
+    names = _constants(code)
+    resolve = interface._resolver(code)
+    partitions: dict[str, list[tuple[int, str, int]]] = {}
+    for args in _PARTITION.findall(code):
+        fields = dict(re.findall(r"(\w+)=(\w+)", args))
+        kind = "complete" if "complete" in args.split() else fields.get("type", "cyclic")
+        factor = _evaluate(fields.get("factor", "0"), names) or 0
+        partitions.setdefault(fields.get("variable", ""), []).append((int(fields.get("dim", 1)), kind, factor))
+    total = 0.0
+    arrays = [(ctype, m.group(1), m.group(2)) for ctype, declarators in _DECL.findall(code)
+              for m in re.finditer(r"(\w+)((?:\[[^\]\n]+\])+)", declarators)]
+    for ctype, name, dims_text in arrays:
+        dims = [_evaluate(d, names) for d in re.findall(r"\[([^\]]+)\]", dims_text)]
+        if None in dims:
+            continue  # a size the file does not state as a constant: not priced
+        bits = interface.bits(resolve(ctype)) or UNKNOWN_BITS
+        banks = 1
+        for dim, kind, factor in partitions.get(name, ()):
+            if dim == 0:
+                banks = math.prod(dims)  # every element its own register
+            elif 1 <= dim <= len(dims):
+                banks *= dims[dim - 1] if kind == "complete" else max(1, factor)
+        bank_bits = bits * math.prod(dims) / banks
+        if bank_bits > SMALL_BITS:
+            total += banks * math.ceil(bank_bits / BRAM18_BITS) / 2
+    return total

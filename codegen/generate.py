@@ -125,9 +125,9 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) 
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
     members = {e.name: [m.kernel for m in e.members] for e in built}
-    # Each kernel's local arrays in BRAM36 (codegen/storage.py), for the build's resource model.
-    bram = {k.name: storage.bram36(files[k.source(level)]) for k in kernels}
-    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "bram36": bram},
+    # Each kernel's local arrays (codegen/storage.py), for the build's resource model.
+    memories = {k.name: storage.memories(files[k.source(level)]) for k in kernels}
+    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "memories": memories},
                                               indent=1, sort_keys=True) + "\n"
     files[member_file(level)] = engines.member_table(built)
     files.update(emu_units(built))

@@ -18,6 +18,7 @@ from . import interface
 
 SMALL_BITS = 2048  # banks up to this size: LUTRAM or registers (an assumption; HLS decides per array)
 BRAM18_BITS = 18 * 1024
+URAM_BITS = 288 * 1024  # an UltraRAM block: 4K x 72 bits
 UNKNOWN_BITS = 64  # an element of a type the ABI table lacks (a struct accumulator): assumed 64 bits
 
 # `T a[N][M];`, `T a[N], b[N];`, `static const T ROM[N] = {...}` (one declarator then)
@@ -25,6 +26,8 @@ _ONE = r"\w+(?:\[[^\]\n]+\])+"
 _DECL = re.compile(rf"^[ \t]*(?:static\s+)?(?:const\s+)?([A-Za-z_][\w:<>, ]*?)\s+({_ONE}(?:\s*,\s*{_ONE})*)\s*[;=]", re.M)
 _CONST = re.compile(r"\bconst\s+(?:int|unsigned|uint32_t|int32_t|uint64_t|int64_t|size_t)\s+(\w+)\s*=\s*([^;]+);")
 _PARTITION = re.compile(r"#pragma\s+HLS\s+ARRAY_PARTITION\s+([^\n]*)")
+# An array the kernel binds to UltraRAM where the card has it (under `#ifdef AFPGA_URAM`).
+_URAM = re.compile(r"#pragma\s+HLS\s+BIND_STORAGE\s+[^\n]*\bvariable=(\w+)[^\n]*\bimpl=uram\b")
 
 
 def _constants(code: str) -> dict[str, int]:
@@ -47,8 +50,9 @@ def _evaluate(expr: str, names: dict[str, int]) -> int | None:
     return int(eval(text.replace("/", "//"), {"__builtins__": {}}))  # digits and arithmetic only (checked above)
 
 
-def bram36(code: str) -> float:
-    """BRAM36 blocks the local arrays of `code` take."""
+def memories(code: str) -> dict[str, float]:
+    """The local arrays of `code`: "bram36" on a card without UltraRAM; "uram" and "uram_bram36" (the
+    rest, in BRAM) on one with it, where the arrays bound to URAM go there."""
     names = _constants(code)
     resolve = interface._resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}
@@ -57,7 +61,8 @@ def bram36(code: str) -> float:
         kind = "complete" if "complete" in args.split() else fields.get("type", "cyclic")
         factor = _evaluate(fields.get("factor", "0"), names) or 0
         partitions.setdefault(fields.get("variable", ""), []).append((int(fields.get("dim", 1)), kind, factor))
-    total = 0.0
+    in_uram = set(_URAM.findall(code))
+    total = {"bram36": 0.0, "uram_bram36": 0.0, "uram": 0.0}
     arrays = [(ctype, m.group(1), m.group(2)) for ctype, declarators in _DECL.findall(code)
               for m in re.finditer(r"(\w+)((?:\[[^\]\n]+\])+)", declarators)]
     for ctype, name, dims_text in arrays:
@@ -72,6 +77,12 @@ def bram36(code: str) -> float:
             elif 1 <= dim <= len(dims):
                 banks *= dims[dim - 1] if kind == "complete" else max(1, factor)
         bank_bits = bits * math.prod(dims) / banks
-        if bank_bits > SMALL_BITS:
-            total += banks * math.ceil(bank_bits / BRAM18_BITS) / 2
+        if bank_bits <= SMALL_BITS:
+            continue
+        bram = banks * math.ceil(bank_bits / BRAM18_BITS) / 2
+        total["bram36"] += bram
+        if name in in_uram:
+            total["uram"] += banks * math.ceil(bank_bits / URAM_BITS)
+        else:
+            total["uram_bram36"] += bram
     return total

@@ -129,10 +129,11 @@ def lanes_of(top) -> int:
 
 
 def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[int, int],
-             compute_lanes: int | None = None, bram36: float | None = None) -> Resources:
+             compute_lanes: int | None = None, memories: dict | None = None, uram: bool = False) -> Resources:
     """One kernel's compute, streams and local memories (its interface aside): in an engine, one
-    member's. `bram36`: its arrays as codegen/storage.py reads them from its source; without it (a
-    fused kernel) a tile of TILE_WORDS port words where the template has one."""
+    member's. `memories`: its arrays as codegen/storage.py reads them from its source, on a card
+    with UltraRAM if `uram`; without them (a fused kernel) a tile of TILE_WORDS port words where the
+    template has one."""
     bundles = {a.bundle: a.width or 32 for a in top.args if a.pointer}
     lanes = compute_lanes or lanes_of(top)
     out = Resources()
@@ -141,8 +142,9 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
         # A and B tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=,
         # which the source leaves to the build).
         out = out + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
-    elif bram36 is not None:
-        out = out + Resources(bram36=bram36)
+    elif memories is not None:
+        out = out + (Resources(bram36=memories["uram_bram36"], uram=memories["uram"]) if uram
+                     else Resources(bram36=memories["bram36"]))
     elif opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
         word_bits = max(bundles.values(), default=32)
         out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
@@ -163,12 +165,12 @@ def interface(top) -> Resources:
 
 
 def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tuple[int, int],
-                    bram36: dict | None = None) -> KernelEstimate:
+                    memories: dict | None = None, uram: bool = False) -> KernelEstimate:
     """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays."""
-    bram36 = bram36 or {}
+    memories = memories or {}
     parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes if opt == 4 else 1,
-                      bram36.get(m.name)) for m in k.members] \
-        or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, bram36.get(k.name))]
+                      memories.get(m.name), uram) for m in k.members] \
+        or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
     per_cu = interface(top)
     for part in parts:
         per_cu = per_cu + part
@@ -200,6 +202,12 @@ CAPACITY = {
     "zcu102": Capacity(Resources(lut=274_080 * 0.9, ff=548_160 * 0.9, dsp=2_520 * 0.9, bram36=912 * 0.9), 1,
                        "device less ~10% for the platform (UG1393)"),
 }
+
+
+def has_uram(p: Platform) -> bool:
+    """Whether the card has UltraRAM: its kernels are compiled with -DAFPGA_URAM, which binds their
+    large arrays there (BIND_STORAGE impl=uram)."""
+    return CAPACITY[p.alias].left.uram > 0
 
 
 @dataclass(frozen=True)
@@ -251,13 +259,14 @@ class Fit:
 
 
 def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int], cus_given: bool,
-             bram36: dict | None = None) -> Fit:
+             memories: dict | None = None) -> Fit:
     """`plan`: the link plan (connectivity.plan); `kernels`: the image's KernelSources (engines with
-    their members); `member_tops`: the members' interfaces, by name; `bram36`: each kernel's arrays."""
+    their members); `member_tops`: the members' interfaces, by name; `memories`: each kernel's arrays."""
+    uram = has_uram(plan.platform)
     sources = {k.name: k for k in kernels}
     estimates = []
     for top, names in plan.kernels:
-        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe, bram36))
+        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe, memories, uram))
     ports = {b.tag: 0 for b in plan.platform.banks}
     for top, names in plan.kernels:
         for cu in names:
@@ -338,5 +347,5 @@ def fit_of(interface_path: str, p: dict) -> Fit:
     members = hls_interface.load(interface_path, [m.name for k in kernels for m in k.members])
     plan = connectivity.plan(tops, p["cus"], PLATFORMS[p["platform"]])
     with open(interface_path, encoding="utf-8") as f:
-        bram36 = json.load(f).get("bram36", {})
-    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"], bram36)
+        memories = json.load(f).get("memories", {})
+    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"], memories)

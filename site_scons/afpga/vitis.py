@@ -51,8 +51,9 @@ def _freq(cfg) -> str:
 
 def compile_command(cfg, k) -> str:
     out = cfg.out_dir
+    uram = " -DAFPGA_URAM" if resources.has_uram(cfg.platform) else ""  # large arrays in UltraRAM
     return (f"v++ -c -t {cfg.target} --platform {cfg.platform.name} -k {k.name} -I {HLS_INCLUDE}{_freq(cfg)} "
-            f"-DAFPGA_GEMM_PE_M={cfg.gemm_pe[0]} -DAFPGA_GEMM_PE_N={cfg.gemm_pe[1]} "
+            f"-DAFPGA_GEMM_PE_M={cfg.gemm_pe[0]} -DAFPGA_GEMM_PE_N={cfg.gemm_pe[1]}{uram} "
             f"--temp_dir {out}/tmp/{k.name} --report_dir {out}/reports/{k.name} --log_dir {out}/logs/{k.name} "
             f"-o {out}/xo/{k.name}.xo {k.source}")
 

@@ -392,7 +392,13 @@ rom_lanes:
   for (std::size_t l = 0; l < L; ++l) {
 #pragma HLS UNROLL
     const uint64_t k = sin_window_row(float(a[l]));
+#ifdef __SYNTHESIS__
     r[l] = T(sin_cos_row(float(a[l]), k, hi[l][k], lo[l][k], quadrant));
+#else
+    // C simulation reads the rows that the copies hold (the same words) from the one shared ROM:
+    // loads from L copies at L addresses cost g++'s lane loop 3x on words with large lanes.
+    r[l] = T(sin_cos_row(float(a[l]), k, SIN_WINDOW.hi[k], SIN_WINDOW.lo[k], quadrant));
+#endif
   }
 }
 template <typename T, std::size_t L>

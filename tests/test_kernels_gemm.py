@@ -113,6 +113,28 @@ def test_transposed_operands(level, ta, tb):
     close(out, (a.t().double() @ b.t().double()).float(), 33, a.t().double().abs() @ b.t().double().abs())
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_operand_layout_does_not_change_bits(level, dtype):
+    """Each output is one sum in k order whatever the operands' layouts, so an operand read in place
+    transposed gives the bits of its contiguous copy: at XCL_OPT 4 a transposed b is turned into rows
+    in the read stage (the PE array's buffer is stored by rows only) and a transposed a lands by
+    columns. Shapes across tiles (m, n not whole tiles) and chunks (k longer than a chunk, the last
+    one short), inputs made on the device, batched too."""
+    for m, k, n in [(130, 200, 390), (17, 70, 33), (257, 64, 20)]:
+        a, b = randn((k, m), dtype, key=("la", m)), randn((n, k), dtype, key=("lb", m))  # stored transposed
+        da, db = dev(a), dev(b)
+        aten_fpga.reset_stats()
+        want = (da.t().contiguous() @ db.t().contiguous()).cpu()
+        for x, y in [(da.t(), db.t().contiguous()), (da.t().contiguous(), db.t()), (da.t(), db.t())]:
+            torch.testing.assert_close((x @ y).cpu(), want, rtol=0, atol=0)
+        ran("mm")
+    a, b = randn((3, 90, 40), dtype, key=("lba",)), randn((3, 70, 90), dtype, key=("lbb",))
+    da, db = dev(a), dev(b)
+    want = torch.bmm(da.transpose(1, 2).contiguous(), db.transpose(1, 2).contiguous()).cpu()
+    torch.testing.assert_close(torch.bmm(da.transpose(1, 2), db.transpose(1, 2)).cpu(), want, rtol=0, atol=0)
+    ran("bmm")
+
+
 def test_strided_operands(level):
     """Neither inner stride is 1 (a column slice of a column slice): packed on the device first."""
     a, b = randn((40, 120), key=("a",)), randn((120, 70), key=("b",))

@@ -146,6 +146,21 @@ def test_columns_nan_and_norm_orders(level):
         check(lambda t: torch.linalg.vector_norm(t, p, 0), y, f"v_{kernel}_float32")
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, C64])
+def test_general_p_norm_every_lane(level, dtype):
+    """The general p-norm's lanes share one pow unit at XCL_OPT 4, a pass over the data per lane
+    (aten_fpga_reduce.h Turns): every lane must still fold each of its elements once -- columns
+    wider than one tile of 256 words, the last word partly past the columns' end; rows whose last
+    word is partly past the row's end; p fractional and negative -- against the CPU in double."""
+    cols = LANES[dtype] * 256 + 5
+    x = values((2, 40, cols), dtype, False)
+    for p in (3.5, -1.5):
+        check(lambda t: torch.linalg.vector_norm(t, p, 1), x, name("norm", dtype),
+              in_place=in_place(x.shape, 1, dtype, level))
+        # rows not whole words: the host pads them on the device first (a copy launch)
+        check(lambda t: torch.linalg.vector_norm(t, p, -1), x[0], name("norm", dtype), in_place=False)
+
+
 def test_columns_all_any(level):
     x = values((70, 128), BOOL, True)
     x[:, 5] = True

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include <hls_half.h>
 #include <hls_math.h>
@@ -302,11 +303,11 @@ inline uint64_t sin_window_row(float a) {
   return biased > 1023 + 24 ? biased - (1023 + 24) : 0;                   // 0 .. 104
 }
 
-// sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x, k its window row.
-inline double sin_cos_core(float a, uint64_t k, uint64_t quadrant_offset) {
+// sin(x) for quadrant_offset 0, cos(x) for 1 (cos x = sin(x + pi/2)); finite x, k its window row,
+// (hi, lo) that row of the window ROM (read by the caller, from its own copy of the ROM).
+inline double sin_cos_core(float a, uint64_t k, uint64_t hi, uint64_t lo, uint64_t quadrant_offset) {
 #pragma HLS INLINE
   const double x = double(a) * bits_as<double>((1023 - k) << 52);           // x 2^-k, exact
-  const uint64_t hi = SIN_WINDOW.hi[k], lo = SIN_WINDOW.lo[k];
   const double c1 = scaled_int<29>(hi >> 40);                             // 2^-23 units
   const double c2 = scaled_int<5>((hi >> 16) & 0xffffff);                 // 2^-47
   const double c3 = scaled_int<-19>(((hi << 8) | (lo >> 56)) & 0xffffff);  // 2^-71
@@ -329,13 +330,21 @@ inline double sin_cos_core(float a, uint64_t k, uint64_t quadrant_offset) {
   return bits_as<double>(bits_as<uint64_t>(r) ^ ((q & 2) << 62));  // negated in quadrants 2 and 3
 }
 
-// sin (quadrant 0) or cos (1) of a float, k its window row: NaN for inf and NaN; sin keeps -0.
-inline float sin_cos(float a, uint64_t k, uint64_t quadrant) {
+// sin (quadrant 0) or cos (1) of a float, k its window row and (hi, lo) the row's words: NaN for
+// inf and NaN; sin keeps -0.
+inline float sin_cos_row(float a, uint64_t k, uint64_t hi, uint64_t lo, uint64_t quadrant) {
 #pragma HLS INLINE
-  const float r = float(sin_cos_core(a, k, quadrant));
+  const float r = float(sin_cos_core(a, k, hi, lo, quadrant));
   return quadrant == 0 && a == 0.0f ? a
          : hls::fabs(a) < std::numeric_limits<float>::infinity() ? r
                                                                  : a - a;
+}
+
+// The same, the row read from the one shared ROM: an element a cycle reads its two words, which
+// a ROM's two ports serve (the scalar levels; and the emulator's row-0 words, where k = 0 folds).
+inline float sin_cos(float a, uint64_t k, uint64_t quadrant) {
+#pragma HLS INLINE
+  return sin_cos_row(a, k, SIN_WINDOW.hi[k], SIN_WINDOW.lo[k], quadrant);
 }
 
 template <typename T>
@@ -348,14 +357,24 @@ inline float cos(float a) { return sin_cos(a, sin_window_row(a), 1); }
 
 // sin or cos of every lane of an XCL_OPT 4 word (T float or half, computed in float), as op() on
 // each lane gives them: unary/ops.yaml's `word` for sin and cos. On the card every lane reads its
-// row of the window ROM. In C simulation those reads are per-lane table loads that g++ cannot
-// vectorize, about a third of sin's time; yet a word with no lane at or above 2^25 (bits 0x4c000000,
-// where row 1 starts) reads row 0 in every lane, so such a word runs a copy of the lane loop with
-// the row a constant. The values are the same (tests/test_kernels_pointwise.py checks words of
-// both kinds); HLS sees only the ROM loop.
-template <typename T, std::size_t L>
-inline void sin_cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r, uint64_t quadrant) {
+// row of the window ROM: L lanes a cycle, two words each, where one ROM has two read ports (the
+// loop would run at II=L). So each lane has its own copy of the ROM (`hi`, `lo`: L copies, the
+// copy dim partitioned): two reads a cycle per copy, one of each array, and II=1 (L x 105 x 128
+// bits of LUTROM, about 210 LUTs a lane). In C simulation those reads are per-lane table loads that
+// g++ cannot vectorize, about a third of sin's time; yet a word with no lane at or above 2^25 (bits
+// 0x4c000000, where row 1 starts) reads row 0 in every lane, so such a word runs a copy of the lane
+// loop with the row a constant. The values are the same (tests/test_kernels_pointwise.py checks
+// words of both kinds); HLS sees only the ROM loop. The copies are the shared ROM's rows, laid out
+// at compile time (I runs over L x SIN_WINDOWS: copy I / SIN_WINDOWS, row I % SIN_WINDOWS).
+template <typename T, std::size_t L, std::size_t... I>
+inline void sin_cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r, uint64_t quadrant,
+                          std::index_sequence<I...>) {
 #pragma HLS INLINE
+  static const uint64_t hi[L][SIN_WINDOWS] = {SIN_WINDOW.hi[I % SIN_WINDOWS]...};
+  static const uint64_t lo[L][SIN_WINDOWS] = {SIN_WINDOW.lo[I % SIN_WINDOWS]...};
+  // A copy per lane: lane l reads only hi[l] and lo[l], one word of each a cycle.
+#pragma HLS ARRAY_PARTITION variable=hi complete dim=1
+#pragma HLS ARRAY_PARTITION variable=lo complete dim=1
 #ifndef __SYNTHESIS__
   uint32_t top = 0;  // the largest |lane|, as bits (NaN and inf are above every finite float)
 top_lane:
@@ -372,13 +391,24 @@ top_lane:
 rom_lanes:
   for (std::size_t l = 0; l < L; ++l) {
 #pragma HLS UNROLL
-    r[l] = T(sin_cos(float(a[l]), sin_window_row(float(a[l])), quadrant));
+    const uint64_t k = sin_window_row(float(a[l]));
+#ifdef __SYNTHESIS__
+    r[l] = T(sin_cos_row(float(a[l]), k, hi[l][k], lo[l][k], quadrant));
+#else
+    // C simulation reads the rows that the copies hold (the same words) from the one shared ROM:
+    // loads from L copies at L addresses cost g++'s lane loop 3x on words with large lanes.
+    r[l] = T(sin_cos_row(float(a[l]), k, SIN_WINDOW.hi[k], SIN_WINDOW.lo[k], quadrant));
+#endif
   }
 }
 template <typename T, std::size_t L>
-inline void sin_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) { sin_cos_lanes(a, r, 0); }
+inline void sin_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) {
+  sin_cos_lanes(a, r, 0, std::make_index_sequence<L * SIN_WINDOWS>());
+}
 template <typename T, std::size_t L>
-inline void cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) { sin_cos_lanes(a, r, 1); }
+inline void cos_lanes(const hls::vector<T, L>& a, hls::vector<T, L>& r) {
+  sin_cos_lanes(a, r, 1, std::make_index_sequence<L * SIN_WINDOWS>());
+}
 
 }  // namespace math
 

@@ -95,6 +95,23 @@ struct FoldPartials {
                                : Wide;
 };
 
+// The passes the XCL_OPT 4 folds make over a run's words of `Lanes` lanes: 1 -- each lane has its
+// own unit of the op's step -- or, for an op whose step holds a unit too costly to build per lane
+// (it says so with `static const int SHARED_UNITS = n`, n > 0), Lanes / n: the lanes share n units,
+// n lanes a pass, each pass a loop at II=1. The values are those of one pass (each lane's
+// accumulators take its elements in the same order), and the II=1 that the pipeline pragma states
+// is the II the card reaches with n units.
+template <class Op, int Lanes, class = void>
+struct Turns {
+  static const int value = 1;
+};
+template <class Op, int Lanes>
+struct Turns<Op, Lanes, typename Void<decltype(Op::SHARED_UNITS)>::type> {
+  static const int units = Op::SHARED_UNITS > 0 && Op::SHARED_UNITS < Lanes ? Op::SHARED_UNITS : Lanes;
+  static_assert(Lanes % units == 0, "the shared units must divide the lanes");
+  static const int value = Lanes / units;
+};
+
 // The real type of a (possibly complex) type.
 template <typename T> struct Real { typedef T type; };
 template <typename T> struct Real<std::complex<T> > { typedef T type; };
@@ -434,6 +451,12 @@ struct Any {
 // would cost DSPs and latency for nothing. p = 0 counts the nonzero elements, 1 and 2 avoid pow,
 // +-inf take the largest/smallest |x| (NaN propagates), any other p uses pow. Every kernel keeps
 // the p register (the one ABI of the norm kernels); only the general one reads it.
+//
+// The general p's pow is in double (Wide) for float32, as it always was here: the results stay
+// those of earlier builds, within the tests' tolerance of ATen's (which takes float powf). A double
+// pow is some tens of DSPs and thousands of LUTs, so its lanes share one pow unit (SHARED_UNITS,
+// Turns): the XCL_OPT 4 folds take one element a cycle, LANES cycles a word, where the other
+// norms take a word a cycle. Bit-identity with today's results is what costs the II.
 enum NormOrder { NORM_COUNT, NORM_ABS, NORM_SQUARE, NORM_POW, NORM_MAX, NORM_MIN };
 
 // The norms whose accumulator is a sum or an extremum of |x| fold in a sum's lanes (SumLane); the
@@ -445,6 +468,9 @@ template <typename T, typename R, NormOrder Order>
 struct NormOf {
   typedef typename Real<typename Wide<T>::type>::type Acc;
   typedef typename Real<typename NormLane<T, Order>::type>::type Lane;
+  // The general p: one (magnitude and) pow unit, shared by a word's lanes (Turns); every lane its
+  // own step for the other orders (an add or a compare).
+  static const int SHARED_UNITS = Order == NORM_POW ? 1 : 0;  // 0: none shared
   Acc p;
   explicit NormOf(double p_) : p(Acc(p_)) {}
   Acc identity() const { return Order == NORM_MIN ? Acc(INFINITY) : Acc(0); }

@@ -37,7 +37,8 @@ class TableError(Exception):
 COSTLY_OPS = frozenset("""exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh
     tanh asinh acosh atanh erf erfc erfinv sigmoid silu gelu gelu_tanh gelu_backward gelu_backward_tanh
     silu_backward sigmoid_backward tanh_backward elu elu_scaled elu_backward pow pow_scalar rsqrt sqrt
-    lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax""".split())
+    lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax
+    normal exponential""".split())
 
 
 @dataclass(frozen=True)
@@ -174,14 +175,15 @@ class Kernel:
 
     @property
     def compute_lanes(self) -> int:
-        """Elements the XCL_OPT 4 pointwise element function computes per cycle. Every engine CU
+        """Elements the XCL_OPT 4 pointwise (and rng) element function computes per cycle. Every engine CU
         builds each member's datapath, and a table has hundreds of members: only the float32 ops
         that are cheap (the arithmetic a training step streams at memory speed) are built for every
         lane of the word; the rest -- costly functions, and every other dtype -- are built for an
         eighth of the lanes and take 8 cycles a word, trading speed on rare ops for the room that
         lets every op of the table fit on the card."""
         full = self.dtype.name == "float32" and self.op.name not in COSTLY_OPS
-        if full or self.op.word is not None or self.op.driver != "pointwise":
+        scaled = self.op.driver == "pointwise" or self.op.category == "rng"  # templates with COMPUTE_LANES
+        if full or self.op.word is not None or not scaled:
             return self.lanes
         return max(1, self.lanes // 8)
 

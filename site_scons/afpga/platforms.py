@@ -35,8 +35,8 @@ class Platform:
     # Compute units of each streaming engine at XCL_OPT 3 and 4 (the default cus=): an engine CU has
     # two m_axi masters (reads, writes), each on its own bank at one port word per cycle, so a
     # card's peak bandwidth needs about as many masters as it has banks. DDR cards and the Zynq's
-    # HP ports: 2 CUs over 4 banks. HBM cards: 4 (8 of 32 pseudo-channels): every CU of an engine
-    # builds all its members, and more do not fit beside the rest of the image.
+    # HP ports: 2 CUs over 4 banks. HBM cards also 2 (4 of 32 pseudo-channels): every CU of an
+    # engine builds all its members, and more do not fit beside the rest of the image.
     stream_cus: int
     embedded: bool = False  # Zynq MPSoC: v++ -p packages the xclbin with the boot image
 
@@ -59,12 +59,12 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("u250", "xilinx_u250_gen3x16_xdma_4_1_202210_1", "Alveo U250", "2022.1",
              _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2),
     Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
-             _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0, 4),
+             _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0, 2),
     Platform("u55c", "xilinx_u55c_gen3x16_xdma_3_202210_1", "Alveo U55C", "2022.1",
-             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 4),
+             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 2),
     # The U280 also has two DDR4 banks; kernels are spread over its 32 HBM pseudo-channels.
     Platform("u280", "xilinx_u280_gen3x16_xdma_1_202211_1", "Alveo U280", "2022.2",
-             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 4),
+             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 2),
     # The PL reaches the PS DDR through the high-performance ports: the sp= tags are the ports,
     # and every one of them sees the same 4 GiB.
     Platform("zcu102", "xilinx_zcu102_base_202210_1", "ZCU102 (Zynq UltraScale+ MPSoC)", "2022.1",

@@ -681,7 +681,7 @@ def gemm_design(level: int, platform, pe: tuple[int, int] | None = None, wanted:
             "members": sum(1 for k in img.kernels.values() if k.op.category == "gemm"),
             "dsps": dsps, "dsp_fraction": dsps / platforms.DSPS[platform.alias], "dsp_budget": budget,
             "dsp_rest": rest, "dsp_left": budget - rest, "fits_dsps": dsps <= budget - rest,
-            "image_fits": img.fit.fits}
+            "image_fits": img.fit.fits, "image_fit": fit_summary(img.fit)}
 
 
 def gemm_throughput(level: int, platform, n: int = GEMM_N, pe: tuple[int, int] | None = None,
@@ -749,10 +749,11 @@ def gemm_report(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str
     print(f"\nGEMM: projected float32 GFLOP/s for {n} x {n} x {n}, resident, {CLOCK_HZ / 1e6:.0f} MHz; DSPs of the "
           f"GEMM engine ({rows[0]['members']} member(s), a PE array each) against the budget "
           f"({100 * resources.BUDGET:.0f}% of what the shell leaves) less the rest of the image")
-    print_table(["platform", "opt", "PEs", "CUs", "DSPs", "% card", "rest", "left", "fits", "GFLOP/s", "peak", "bound"],
+    print_table(["platform", "opt", "PEs", "CUs", "DSPs", "% card", "rest", "left", "fits left", "GFLOP/s", "peak",
+                 "bound", "image fits (worst)"],
                 [[r["platform"], r["level"], r["pe"], r["cus"], round(r["dsps"]), 100 * r["dsp_fraction"],
                   round(r["dsp_rest"]), round(r["dsp_left"]), "yes" if r["fits_dsps"] else "no", r["gflops"],
-                  r["peak_gflops"], r["bound"]] for r in rows])
+                  r["peak_gflops"], r["bound"], r["image_fit"]] for r in rows])
     plt = pyplot()
     if plt is not None:
         fig, ax = plt.subplots(figsize=(7.5, 4))

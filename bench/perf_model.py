@@ -171,7 +171,9 @@ def _rendered(level: int, wanted: tuple[str, ...], dtypes: tuple[str, ...]):
     each member's local arrays) and the engines that hold the members."""
     kernels = plan(TABLE, wanted, dtypes).kernels
     if not kernels:
-        raise SystemExit(f"--kernels {','.join(wanted)} --dtypes {','.join(dtypes)} selects no kernel of {TABLE}")
+        raise SystemExit(f"--kernels {','.join(wanted)} --dtypes {','.join(dtypes)} selects no kernel of "
+                         f"{os.path.basename(TABLE)}: give categories or ops of kernels/hls and dtypes of the "
+                         "table, as scons kernels= and dtypes= take them (`scons -h` lists both)")
     files = generate_hls(kernels, template_env(HLS_ROOT), (level,))
     add_engines(kernels, files, level)
     doc = json.loads(files[interface_file(level)])
@@ -353,7 +355,8 @@ def device_seconds(category: str, img: Image, n: int, member: str | None = None)
     rate (elements/s), CUs and bound, its seconds, and the bytes it moves through the card's memory."""
     member = member or CATEGORY_MEMBER[category]
     rate, cus, bound = throughput(category, img.level, img.platform, n, member, img)
-    seconds = n / rate + FILL_CYCLES / img.clock_hz + LAUNCH_S + extra_seconds(category, img.level, img.platform, n, img)
+    seconds = n / rate + FILL_CYCLES / img.clock_hz + LAUNCH_S
+    seconds += extra_seconds(category, img.level, img.platform, n, img)
     return {"rate": rate, "cus": cus, "bound": bound, "seconds": seconds,
             "moved": n * sum(s.bytes for s in img.streams(member))}
 
@@ -385,8 +388,9 @@ def model(n: int, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) ->
                 transfers = resident + (moved / (p.host_link_gbps * 1e9) if p.host_link_gbps else 0.0)
                 gbps = moved / resident / 1e9
                 watts = BOARD_WATTS.get(p.alias)
-                rows.append({"category": category, "member": member, "level": level, "platform": p.alias, "cus": d["cus"],
-                             "gelem_per_s": d["rate"] / 1e9, "bound": d["bound"], "device_ms": resident * 1e3,
+                rows.append({"category": category, "member": member, "level": level, "platform": p.alias,
+                             "cus": d["cus"], "gelem_per_s": d["rate"] / 1e9, "bound": d["bound"],
+                             "device_ms": resident * 1e3,
                              "gbps": gbps, "peak_gbps": peak_gbps(p), "percent_of_peak": 100 * gbps / peak_gbps(p),
                              "with_transfers_ms": transfers * 1e3, "cpu_ms": cpu[category] * 1e3,
                              "speedup_resident": cpu[category] / resident,
@@ -823,6 +827,7 @@ def main(argv=None) -> int:
     wanted = tuple(x for x in args.kernels.split(",") if x)
     dtypes = tuple(x for x in args.dtypes.split(",") if x)
     pe = tuple(int(x) for x in args.gemm_pe.split("x")) if args.gemm_pe else None
+    image(4, PLATFORMS[platforms.DEFAULT], wanted, dtypes, pe)  # a selection of no kernel is refused before timing
     if args.compile:
         compile_main(os.path.join(ROOT, "build", "bench", "perf_model_compile.json"),
                      os.path.join(ROOT, "build", "bench", "compile.json"))
@@ -835,8 +840,9 @@ def main(argv=None) -> int:
         return 0
     rows = model(args.n, wanted, dtypes)
     lim = limits(wanted, dtypes)
-    print("physical limits (data sheets): memory peak and host link per direction; the opt=4 image "
-          f"({'kernels=' + args.kernels if wanted else 'the whole table'}{' dtypes=' + args.dtypes if dtypes else ''}): "
+    selection = ("kernels=" + args.kernels if wanted else "the whole table") + \
+        (" dtypes=" + args.dtypes if dtypes else "")
+    print(f"physical limits (data sheets): memory peak and host link per direction; the opt=4 image ({selection}): "
           "CUs of each streaming engine, GEMM CUs x PE array, whether the build's estimate says it fits")
     print_table(["platform", "memory", "peak GB/s", "PCIe Gen3 x16 GB/s", "measured GB/s", "stream CUs", "GEMM",
                  "fits (fullest)"], lim)
@@ -906,18 +912,18 @@ def plot(plt, rows: list[dict], energy: list[dict], n: int, members: list[dict])
     if members:
         names = list(dict.fromkeys(r["member"] for r in members))
         aliases = list(dict.fromkeys(r["platform"] for r in members))
+        lanes = {r["member"]: f"{r['compute_lanes']} of {r['word_lanes']} lanes" for r in members}
         fig, ax = plt.subplots(figsize=(10, 3.8))
         width = 0.8 / len(aliases)
         for j, alias in enumerate(aliases):
-            pts = {r["member"]: r for r in members if r["platform"] == alias}
-            ax.bar([i + j * width for i in range(len(names))], [pts[m]["percent_of_peak"] if m in pts else 0 for m in names],
-                   width, label=alias)
+            pts = {r["member"]: r["percent_of_peak"] for r in members if r["platform"] == alias}
+            ax.bar([i + j * width for i in range(len(names))], [pts.get(m, 0) for m in names], width, label=alias)
         ax.axhline(70, color="red", lw=0.8, ls="--", label="target: 70% of peak")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
-        ax.set_xticklabels([f"{m}\n{next(r['compute_lanes'] for r in members if r['member'] == m)} of "
-                            f"{next(r['word_lanes'] for r in members if r['member'] == m)} lanes" for m in names], fontsize=7)
+        ax.set_xticklabels([f"{m}\n{lanes[m]}" for m in names], fontsize=7)
         ax.set_ylabel("% of the card's peak memory bandwidth")
-        ax.set_title(f"opt=4 members, {n} elements: compute lanes against the memory (engine CUs of the build)", fontsize=9)
+        ax.set_title(f"opt=4 members, {n} elements: compute lanes against the memory (the build's engine CUs)",
+                     fontsize=9)
         ax.legend(fontsize=7, ncol=4)
         fig.tight_layout()
         save_plot(fig, "perf_model_members.png")

@@ -745,7 +745,7 @@ def gemm_model(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str,
 
 
 def gemm_report(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
-                pe: tuple[int, int] | None = None) -> list[dict]:
+                pe: tuple[int, int] | None = None, plots: bool = True) -> list[dict]:
     """Prints the GEMM projection and plots it beside the anchors (docs/img/gemm_model.png)."""
     rows = gemm_model(n, wanted, dtypes, pe)
     if not rows:
@@ -758,7 +758,7 @@ def gemm_report(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str
                 [[r["platform"], r["level"], r["pe"], r["cus"], round(r["dsps"]), 100 * r["dsp_fraction"],
                   round(r["dsp_rest"]), round(r["dsp_left"]), "yes" if r["fits_dsps"] else "no", r["gflops"],
                   r["peak_gflops"], r["bound"], r["image_fit"]] for r in rows])
-    plt = pyplot()
+    plt = pyplot() if plots else None
     if plt is not None:
         fig, ax = plt.subplots(figsize=(7.5, 4))
         opt4 = [r for r in rows if r["level"] == 4]
@@ -868,14 +868,18 @@ def main(argv=None) -> int:
           f"{H100['name']}: {H100['tdp_w']} W TDP x measured time)")
     print_table(["op", "device", "W", "ms", "mJ", "how"],
                 [[H100["ops"][e["category"]], e["device"], e["watts"], e["ms"], e["mj"], e["kind"]] for e in energy])
-    gemm_rows = gemm_report(wanted=wanted, dtypes=dtypes, pe=pe)
+    # docs/img shows the default image: a selection's projection is printed and written to --json only.
+    plots = not (wanted or dtypes or pe)
+    gemm_rows = gemm_report(wanted=wanted, dtypes=dtypes, pe=pe, plots=plots)
     write_json(args.json, {"benchmark": "perf_model", "machine": machine(), "n": args.n, "clock_hz": CLOCK_HZ,
                            "launch_s": LAUNCH_S, "fill_cycles": FILL_CYCLES, "kernels": wanted, "dtypes": dtypes,
                            "cpu": CPU, "h100": H100, "limits": lim, "rows": rows, "members": members,
                            "energy": energy, "gemm": gemm_rows})
-    plt = pyplot()
-    if plt is not None and rows:
+    plt = pyplot() if plots else None
+    if plt is not None:
         plot(plt, rows, energy, args.n, members)
+    elif not plots:
+        print("(no plots: docs/img shows the default image, not a --kernels/--dtypes/--gemm-pe selection)")
     return 0
 
 

@@ -70,28 +70,34 @@ def _tag(ctype: str) -> str:
 def build(category: str, level: int, kernels: tuple[Kernel, ...], tops: dict[str, TopFunction]) -> Engine:
     """The engine of `category` at `level` holding `kernels` (in order: a member's opcode is its index),
     from their rendered interfaces `tops` (by kernel name)."""
-    # An engine argument per distinct (name, type) of the members' arguments: members that agree
-    # share it; a name carried with several types gets one argument per type, suffixed by the type.
-    seen: dict[tuple[str, str], Arg] = {}
-    writes: set[str] = set()
+    # An engine argument per distinct (name, type, direction) of the members' arguments: members
+    # that agree share it; a name carried with several types (or read by one member and written by
+    # another) gets one argument each, suffixed by the type (and "_w" for the written one).
+    def key(k: Kernel, a: Arg) -> tuple[str, str, bool]:
+        return a.name, a.type, a.pointer and a.name in {p.name for p in k.ports if p.is_output}
+
+    seen: dict[tuple[str, str, bool], Arg] = {}
     for k in kernels:
-        writes |= {p.name for p in k.ports if p.is_output}
         for a in tops[k.name].args:
-            seen.setdefault((a.name, a.type), a)
-    types: dict[str, list[str]] = {}
-    for name, ctype in seen:
-        types.setdefault(name, []).append(ctype)
-    if OPCODE in types:
+            seen.setdefault(key(k, a), a)
+    variants: dict[str, list[tuple[str, bool]]] = {}
+    for name, ctype, written in seen:
+        variants.setdefault(name, []).append((ctype, written))
+    if OPCODE in variants:
         raise ValueError(f"a {category} kernel has an argument named '{OPCODE}', the engine's own register")
 
-    def engine_arg(a: Arg) -> str:
-        return a.name if len(types[a.name]) == 1 else f"{a.name}_{_tag(a.type)}"
+    def engine_arg(name: str, ctype: str, written: bool) -> str:
+        v = variants[name]
+        if len(v) == 1:
+            return name
+        typed = len({t for t, _ in v}) > 1
+        return name + (f"_{_tag(ctype)}" if typed else "") + ("_w" if written and len(v) > len({t for t, _ in v}) else "")
 
-    pointers = [Arg(engine_arg(a), a.type, True, WRITE_BUNDLE if a.name in writes else READ_BUNDLE, a.width)
-                for a in seen.values() if a.pointer]
-    scalars = [Arg(engine_arg(a), a.type, False, None, a.width) for a in seen.values() if not a.pointer]
+    pointers = [Arg(engine_arg(*kk), a.type, True, WRITE_BUNDLE if kk[2] else READ_BUNDLE, a.width)
+                for kk, a in seen.items() if a.pointer]
+    scalars = [Arg(engine_arg(*kk), a.type, False, None, a.width) for kk, a in seen.items() if not a.pointer]
     top = TopFunction(engine_name(category), (*pointers, Arg(OPCODE, "uint32_t", False, None, 32), *scalars))
-    members = tuple(Member(k.name, i, tuple((a.name, engine_arg(a)) for a in tops[k.name].args))
+    members = tuple(Member(k.name, i, tuple((a.name, engine_arg(*key(k, a))) for a in tops[k.name].args))
                     for i, k in enumerate(kernels))
     return Engine(category, level, top, members, tuple(k.source(level) for k in kernels))
 

@@ -1,0 +1,115 @@
+"""Engines (codegen/engines.py): what the card holds. Each category's kernels become members of one
+top function that an opcode register steers; the image's member table tells the host which engine
+argument carries each member argument. Checked on the whole table, rendered in memory at every
+level, and against the card limits the resource model enforces (site_scons/afpga/resources.py)."""
+from __future__ import annotations
+
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from codegen import engines, interface
+from codegen.generate import HLS_ROOT, add_engines
+from codegen.gen_hls import generate_hls, template_env
+from codegen.model import LEVELS
+from codegen.plan import interface_file, member_file, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "site_scons"))
+from afpga import resources, variables  # noqa: E402
+from afpga.gen import KernelSource  # noqa: E402
+from afpga.platforms import PLATFORMS, gemm_pe_default  # noqa: E402
+
+TABLE = str(ROOT / "native_functions_fpga.yaml")
+
+
+@lru_cache(maxsize=None)
+def rendered(level: int) -> dict[str, str]:
+    kernels = plan(TABLE).kernels
+    files = generate_hls(kernels, template_env(HLS_ROOT), (level,))
+    add_engines(kernels, files, level)
+    return files
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_member_argument_lands_on_an_engine_argument_of_its_type(level):
+    files = rendered(level)
+    doc = json.loads(files[interface_file(level)])
+    kernels = plan(TABLE).kernels
+    assert sorted(doc["engines"]) == sorted({engines.engine_name(k.op.category) for k in kernels})
+    assert sorted(m for ms in doc["engines"].values() for m in ms) == sorted(k.name for k in kernels)
+    table = files[member_file(level)].splitlines()
+    assert table[0] == engines.MEMBER_TABLE_MAGIC
+    for line in table[1:]:
+        if line.startswith("engine "):
+            _, engine, opcode = line.split()
+            top = interface.TopFunction.from_json(doc["kernels"][engine])
+            by_name = {a.name: a for a in top.args}
+            assert by_name[opcode].type == "uint32_t" and not by_name[opcode].pointer
+            # two bundles: every read port on gmem0, every write port on gmem1
+            assert set(top.bundles) <= {engines.READ_BUNDLE, engines.WRITE_BUNDLE}
+            opcodes = []
+            continue
+        _, member, owner, code, *pairs = line.split()
+        assert owner == engine
+        opcodes.append(int(code))
+        assert opcodes == list(range(len(opcodes)))  # a member's opcode is its index
+        own = interface.TopFunction.from_json(doc["kernels"][member])
+        assert [p.split("=")[0] for p in pairs] == [a.name for a in own.args]  # the member's order
+        for a, pair in zip(own.args, pairs):
+            carried = by_name[pair.split("=")[1]]
+            assert (carried.type, carried.pointer) == (a.type, a.pointer), (member, a.name)
+            if a.pointer:
+                writes = a.name in {p.name for k in kernels if k.name == member for p in k.ports if p.is_output}
+                assert carried.bundle == (engines.WRITE_BUNDLE if writes else engines.READ_BUNDLE), (member, a.name)
+
+
+def test_the_engine_calls_the_member_its_opcode_names():
+    text = rendered(4)[engines.engine_source("binary", 4)]
+    doc = json.loads(rendered(4)[interface_file(4)])
+    members = doc["engines"]["e_binary"]
+    for code, member in enumerate(members):
+        assert f"  case {code}:\n    {member}(" in text
+    assert text.count("#include \"../binary/") == len(members)
+    # the text the build reads back is the interface the codegen planned
+    assert interface.parse(text, "e_binary").to_json() == doc["kernels"]["e_binary"]
+
+
+def test_a_member_named_like_the_opcode_is_refused():
+    arg = interface.Arg(engines.OPCODE, "uint32_t", False, None, 32)
+    k = plan(TABLE, ("neg",)).kernels[0]
+    with pytest.raises(ValueError, match="opcode"):
+        engines.build(k.op.category, 4, (k,), {k.name: interface.TopFunction(k.name, (arg,))})
+
+
+def image_params(level: int, platform) -> dict:
+    """resources.params for the whole table's image as the build would declare it (Config defaults)."""
+    p = plan(TABLE)
+    pe = tuple(int(x) for x in gemm_pe_default(platform).split("x"))
+    cfg = variables.Config("hw", level, (), (), platform, variables.default_cus(level, platform), None, "", "",
+                           pe, False)
+    members = {c: tuple(KernelSource(k.name, c, k.dtype.name, "", k.op.name, (), k.compute_lanes if level == 4 else 1)
+                        for k in p.kernels if k.op.category == c) for c in p.categories()}
+    kernels = [KernelSource(engines.engine_name(c), c, "", "", "", members[c]) for c in p.categories()]
+    return resources.params(cfg, kernels)
+
+
+# What fits (docs/building.md, "Will it fit?"): a change that makes one of these overflow is a
+# regression of the design, not of the estimate's wording.
+FITS = {(1, "u200"), (1, "u250"), (1, "u55c"), (1, "u280"),
+        (2, "u200"), (2, "u250"), (2, "u50"), (2, "u55c"), (2, "u280"),
+        (3, "u250"), (3, "u55c"), (3, "u280")}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_whole_table_keeps_the_cards_limits(level, tmp_path):
+    path = tmp_path / interface_file(level)
+    path.write_text(rendered(level)[interface_file(level)])
+    for platform in PLATFORMS.values():
+        fit = resources.fit_of(str(path), image_params(level, platform))
+        assert fit.cus <= resources.MAX_CUS, platform.alias
+        assert max(fit.ports_per_bank.values()) <= resources.MAX_PORTS_PER_BANK, platform.alias
+        assert fit.fits == ((level, platform.alias) in FITS), (platform.alias, resources.table(fit))

@@ -179,17 +179,16 @@ def test_default_cus_per_level_card_and_engine(repo):
     dry = ok(scons(repo, "-n", "target=hw", "platform=u250", "xclbin"))
     assert f"build/hw/{U250}/opt4/torch.xclbin" in dry
     u250, u55c = platforms.PLATFORMS[U250], platforms.PLATFORMS[U55C]
-    for args, expected in [
-            (("platform=u250", "opt=2"), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
-            (("platform=u250", "opt=3"), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
-            (("platform=u55c", "opt=3"), {"e_binary": 16, "e_gemm": 1, "e_pair": 1}),
+    for platform, opt, args, expected in [
+            (U250, 2, (), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
+            (U250, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
+            (U55C, 3, (), {"e_binary": 16, "e_gemm": 1, "e_pair": 1}),
             # Two members (float32, float16): two 16x16 arrays per CU, 3 CUs in 70% of 12,288 DSPs.
-            (("platform=u250", "gemm_pe=16x16"), {"e_binary": 2, "e_gemm": 3, "e_pair": 1}),
-            (("platform=u250", "gemm_pe=16x16", "dtypes=float32"), {"e_binary": 2, "e_gemm": 6, "e_pair": 1}),
-            (("platform=u250", "gemm_pe=16x16", "cus=2"), {"e_binary": 2, "e_gemm": 2, "e_pair": 2})]:
-        ok(scons(repo, "target=hw", *args, "xclbin"))
-        platform, opt = (U55C if "platform=u55c" in args else U250), 3 if "opt=3" in args else 2 if "opt=2" in args else 4
-        assert nk(repo / f"build/hw/{platform}/opt{opt}") == expected, args
+            (U250, 4, ("gemm_pe=16x16",), {"e_binary": 2, "e_gemm": 3, "e_pair": 1}),
+            (U250, 4, ("gemm_pe=16x16", "dtypes=float32"), {"e_binary": 2, "e_gemm": 6, "e_pair": 1}),
+            (U250, 4, ("gemm_pe=16x16", "cus=2"), {"e_binary": 2, "e_gemm": 2, "e_pair": 2})]:
+        ok(scons(repo, "target=hw", f"platform={platform}", f"opt={opt}", *args, "xclbin"))
+        assert nk(repo / f"build/hw/{platform}/opt{opt}") == expected, (platform, opt, args)
     assert u250.stream_cus == 2 and u55c.stream_cus == 16
     assert platforms.gemm_cus(u250, (16, 16), arrays=2) == 3 and platforms.gemm_cus(u250, (16, 16), arrays=1) == 6
     # The binary engine's two CUs at opt=4 on the U250: its four masters on the four banks.
@@ -291,6 +290,23 @@ def test_incremental(repo):
     assert digests(out) == before
     times = json.loads((repo / f"build/hw/{U250}/times.json").read_text())["steps"]
     assert {"opt4/link", "opt2/link", "opt4/xo/e_binary", "opt2/xo/e_binary", "opt2/xo/e_pair"} <= set(times)
+
+
+def test_a_failed_engine_compile_stops_before_the_link(repo):
+    """v++ -c of one engine fails: no link, no image; the next build compiles what did not finish
+    (that engine, and the other one if the failure stopped the build before it ran)."""
+    p = scons(repo, "target=hw", "platform=u250", "xclbin", FAKE_VPP_FAIL="e_pair")
+    assert p.returncode != 0 and "ERROR: [v++ 60-000] fake failure compiling e_pair" in p.stderr
+    first = tool_log(repo)
+    assert [r[1] for r in first] == ["-c"] * len(first) and "e_pair" in [r[7] for r in first]
+    out = repo / f"build/hw/{U250}/opt4"
+    assert not (out / "link").exists() and not (out / "torch.xclbin").exists()
+    done = {r[7] for r in first} - {"e_pair"}
+    ok(scons(repo, "target=hw", "platform=u250", "xclbin"))
+    runs = tool_log(repo)
+    assert sorted(runs[:-1]) == sorted(compile_cmd("hw", U250, 4, e) for e in ENGINES if e not in done)
+    assert runs[-1] == link_cmd("hw", U250, 4, list(ENGINES))
+    check_image(out, MEMBERS)
 
 
 def test_cachedir_reuses_finished_xo_files(repo):

@@ -51,8 +51,9 @@ member v_maximum_float32 e_pair 0 in1=in1 in2=in2 out=out size=size
 def compile_cmd(target, platform, opt, engine):
     out = f"build/{target}/{platform}/opt{opt}"
     pm, pn = GEMM_PE[platform]
+    uram = ["-DAFPGA_URAM"] if platform != ZCU102 else []  # the Alveo cards' large arrays go to UltraRAM
     return ["v++", "-c", "-t", target, "--platform", platform, "-k", engine, "-I", "kernels/hls/include",
-            f"-DAFPGA_GEMM_PE_M={pm}", f"-DAFPGA_GEMM_PE_N={pn}",
+            f"-DAFPGA_GEMM_PE_M={pm}", f"-DAFPGA_GEMM_PE_N={pn}", *uram,
             "--temp_dir", f"{out}/tmp/{engine}", "--report_dir", f"{out}/reports/{engine}",
             "--log_dir", f"{out}/logs/{engine}", "-o", f"{out}/xo/{engine}.xo",
             f"build/gen/hls/engines/{engine}_opt{opt}.cpp"]
@@ -145,7 +146,7 @@ def test_hw_commands_and_ddr_connectivity(repo):
 
 
 def test_hw_emu_on_hbm_runs_emconfigutil_and_spreads_over_pseudo_channels(repo):
-    ok(scons(repo, "target=hw_emu", f"platform={U55C}", "kernels=add", "freq=250", "xclbin"))
+    ok(scons(repo, "target=hw_emu", f"platform={U55C}", "kernels=add", "freq=250", "cus=16", "xclbin"))
     runs = tool_log(repo)
     out = f"build/hw_emu/{U55C}/opt4"
     assert ["emconfigutil", "--platform", U55C, "--od", out] in runs
@@ -155,8 +156,8 @@ def test_hw_emu_on_hbm_runs_emconfigutil_and_spreads_over_pseudo_channels(repo):
     assert link_cmd("hw_emu", U55C, 4, ["e_binary"], ["--kernel_frequency", "250"]) in runs
     assert len(runs) == 3
     assert json.loads((repo / out / "emconfig.json").read_text())["Platform"]["Boards"][0]["Name"] == U55C
-    # opt=4 on an HBM card: 16 CUs of the (streaming) binary engine, their 32 masters one to every
-    # pseudo-channel; a CU's reads (in1, in2: gmem0) on one, its writes on another.
+    # 16 CUs of the binary engine on an HBM card: their 32 masters one to every pseudo-channel; a
+    # CU's reads (in1, in2: gmem0) on one, its writes on another.
     assert [line for line in config_lines(repo / out) if line.startswith("nk=")] == [
         "nk=e_binary:16:" + ".".join(f"e_binary_{i}" for i in range(1, 17))]
     banks = sp(repo / out)
@@ -171,7 +172,7 @@ def test_hw_emu_on_hbm_runs_emconfigutil_and_spreads_over_pseudo_channels(repo):
 
 def test_default_cus_per_level_card_and_engine(repo):
     """cus= unset: one CU per engine at opt=1-2; at 3-4 the streaming engines (binary) get the card's
-    Platform.stream_cus (2 on a DDR card, 16 on HBM), the others (pair) one, and the GEMM engine at
+    Platform.stream_cus (2, on DDR and HBM cards alike), the others (pair) one, and the GEMM engine at
     opt=4 as many as its PE arrays -- one per member dtype -- fit in the DSP budget. cus= gives
     every engine its count."""
     with open(repo / "native_functions_fpga.yaml", "a") as f:
@@ -182,14 +183,14 @@ def test_default_cus_per_level_card_and_engine(repo):
     for platform, opt, args, expected in [
             (U250, 2, (), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
             (U250, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
-            (U55C, 3, (), {"e_binary": 16, "e_gemm": 1, "e_pair": 1}),
+            (U55C, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
             # Two members (float32, float16): two 16x16 arrays per CU, 3 CUs in 70% of 12,288 DSPs.
             (U250, 4, ("gemm_pe=16x16",), {"e_binary": 2, "e_gemm": 3, "e_pair": 1}),
             (U250, 4, ("gemm_pe=16x16", "dtypes=float32"), {"e_binary": 2, "e_gemm": 6, "e_pair": 1}),
             (U250, 4, ("gemm_pe=16x16", "cus=2"), {"e_binary": 2, "e_gemm": 2, "e_pair": 2})]:
         ok(scons(repo, "target=hw", f"platform={platform}", f"opt={opt}", *args, "xclbin"))
         assert nk(repo / f"build/hw/{platform}/opt{opt}") == expected, (platform, opt, args)
-    assert u250.stream_cus == 2 and u55c.stream_cus == 16
+    assert u250.stream_cus == 2 and u55c.stream_cus == 2
     assert platforms.gemm_cus(u250, (16, 16), arrays=2) == 3 and platforms.gemm_cus(u250, (16, 16), arrays=1) == 6
     # The binary engine's two CUs at opt=4 on the U250: its four masters on the four banks.
     banks = sp(repo / f"build/hw/{U250}/opt4")

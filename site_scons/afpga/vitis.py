@@ -69,7 +69,12 @@ def add_members(target, source, env):
     """torch.xclbin: v++'s linked image with the engines' member table added (a USER_METADATA
     section), so that the host finds each member kernel in its engine."""
     with open(str(source[1]), encoding="utf-8") as f:
-        xclbin.add_members(str(source[0]), str(target[0]), f.read())
+        members = f.read()
+    try:
+        xclbin.add_members(str(source[0]), str(target[0]), members)
+    except ValueError as e:
+        print(f"scons: {source[0]} (the output of v++ -l): {e}; delete it and build again")
+        return 1
     return 0
 
 

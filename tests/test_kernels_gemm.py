@@ -70,8 +70,8 @@ def mm_check(a, b, fn=torch.mm, op="mm"):
     ran(op)
 
 
-# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3; at 4, 128 x 384 in the
-# emulated image's default 16 x 48 PE array, 256 x 384 in the U250's 32 x 48), k
+# m, k, n: k = 1, tiny, a tile, not multiples of a tile (64 at XCL_OPT 1-3; at 4, 128 x 192 in the
+# emulated image's default 16 x 24 PE array, 256 x 384 in the U250's 32 x 48), k
 # longer than one chunk, one row, one column.
 SHAPES = [(1, 1, 1), (5, 1, 7), (64, 64, 64), (65, 33, 129), (3, 200, 5), (130, 70, 300), (1, 300, 17),
           (17, 300, 1), (257, 129, 385)]
@@ -304,7 +304,8 @@ MLP_NON_GEMM_FALLBACKS: set[str] = set()  # none: ReLU, the MSE loss and the fil
 
 
 def test_default_image_splits_rows_over_its_gemm_cus():
-    """The default emulated image has as many GEMM CUs as a U250 holds of its 16 x 48 array (2);
+    """The default emulated image has as many GEMM engine CUs as a U250 holds of its two 16 x 24
+    arrays (float16 and float32 members): 2;
     each computes a band of whole 64-row granules of c, on its own host thread, and the bits are
     those of a one-CU product."""
     aten_fpga.load(4)

@@ -91,10 +91,12 @@ GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32)
 
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
 # changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does.
-# 16 x 48 keeps a PE block's 8 accumulators per PE (24 KB) in a 32 KB L1, its 48-wide rows vectorize,
-# and two such arrays fit a U250's DSP budget (gemm_cus), so the emulated image has two GEMM CUs;
-# the card's array (32 x 48: 48 KB) runs from L2. `gemm_pe=32x48` emulates that array.
-EMU_GEMM_PE = (16, 48)
+# The GEMM engine holds an array per member dtype (float16 and float32), and the emulated image
+# has the CUs the card's DSP budget gives it (gemm_cus): 16 x 24 is the largest array of which a
+# U250 holds two engine CUs, and two CUs (two host threads) run a 2048^3 mm about 1.7x faster than
+# one CU of the 16 x 48 array the emulator used before engines (bench/bench_ops.py --ops mm).
+# `gemm_pe=32x48` emulates the card's array.
+EMU_GEMM_PE = (16, 24)
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:

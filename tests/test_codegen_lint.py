@@ -81,7 +81,7 @@ def broken(tmp_path):
     # a loop without its label
     ("pointwise/_dataflow.j2", "compute:\n", "", 2, "label: loop"),
     # a loop of a variable trip count without LOOP_TRIPCOUNT
-    ("pointwise/opt1.cpp.j2", "#pragma HLS LOOP_TRIPCOUNT min=1 max=4096\n#pragma HLS PIPELINE II=1\n      buf_{{ p.name }}[i]",
+    ("pointwise/opt1.cpp.j2", "#pragma HLS LOOP_TRIPCOUNT min=1 max=512\n#pragma HLS PIPELINE II=1\n      buf_{{ p.name }}[i]",
      "#pragma HLS PIPELINE II=1\n      buf_{{ p.name }}[i]", 1, "tripcount: loop"),
 ])
 def test_lint_catches_a_broken_template(broken, rel, old, new, level, rule):

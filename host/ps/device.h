@@ -48,6 +48,7 @@ struct KernelInfo {
   int opcode_slot = -1;
   std::vector<int> slots;
   int spare_buffer = -1;  // the member argument whose buffer fills the engine buffers it leaves unused
+  std::vector<int> unused_buffers;  // the engine's buffer arguments the member leaves unused
 };
 
 // A value for one kernel argument: a buffer region or a scalar's bytes.

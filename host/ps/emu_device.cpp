@@ -185,10 +185,16 @@ void EmuDevice::run_on_cu(const KernelInfo& k, int cu, const std::vector<KernelA
                           const std::vector<KernelArg>& passed) {
   uint64_t slots[AFPGA_EMU_MAX_ARGS];
   TORCH_CHECK(args.size() <= AFPGA_EMU_MAX_ARGS, k.name, " takes more arguments than the emulator's ABI holds");
+  // An engine's launch passes one buffer in many slots (the member's spare): its address once.
+  Buffer* last = nullptr;
+  char* address = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
-    slots[i] = a.buffer ? reinterpret_cast<uintptr_t>(static_cast<char*>(device_address(*a.buffer)) + a.offset)
-                        : a.bits;
+    if (a.buffer != nullptr && a.buffer != last) {
+      last = a.buffer;
+      address = static_cast<char*>(static_cast<EmuBuffer*>(a.buffer)->device);
+    }
+    slots[i] = a.buffer ? reinterpret_cast<uintptr_t>(address + a.offset) : a.bits;
   }
   const int64_t start = now_ns();
   static_cast<const afpga_emu_kernel*>(k.handle)->invoke(slots);

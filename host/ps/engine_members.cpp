@@ -37,6 +37,10 @@ void add_members(const xclbin::Image& image, const std::string& path,
       info.args.push_back(std::move(a));
       info.slots.push_back(slot);
     }
+    for (size_t e = 0; e < engine.args.size(); ++e) {
+      if (engine.args[e].is_pointer && std::find(info.slots.begin(), info.slots.end(), static_cast<int>(e)) == info.slots.end())
+        info.unused_buffers.push_back(static_cast<int>(e));
+    }
     kernels.emplace(m.name, std::move(info));
   }
 }
@@ -55,8 +59,8 @@ void Device::run(const KernelInfo& k, const KernelRuns& runs) {
     // every buffer argument. Unused scalars are 0.
     const KernelArg spare{k.spare_buffer >= 0 ? args[k.spare_buffer].buffer : nullptr, 0, 0};
     std::vector<KernelArg>& out = engine_runs[u];
-    out.resize(engine.args.size());
-    for (size_t e = 0; e < out.size(); ++e) out[e] = engine.args[e].is_pointer ? spare : KernelArg{};
+    out.assign(engine.args.size(), KernelArg{});  // unused scalars 0
+    for (int e : k.unused_buffers) out[e] = spare;
     out[k.opcode_slot].bits = k.opcode;
     for (size_t i = 0; i < args.size(); ++i) out[k.slots[i]] = args[i];
   }

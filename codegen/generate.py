@@ -95,26 +95,29 @@ def write_if_changed(path: str, text: str) -> bool:
     return True
 
 
-def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> dict:
-    """Each kernel's AXI interface at one level, read from the source just rendered; its arguments
-    must be the ABI's (ports, scalars, sizes, in that order)."""
-    doc = {}
+def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> tuple[dict, dict]:
+    """Each kernel's AXI interface at one level, read from the source just rendered (its arguments
+    must be the ABI's: ports, scalars, sizes, in that order), and its local arrays (codegen/storage.py)."""
+    doc, memories = {}, {}
     for k in kernels:
         where = f"kernels/hls/{k.op.category}/opt{level}.cpp.j2 ({k.name})"
-        top = interface.check(interface.parse(files[k.source(level)], where), where)
+        code = files[k.source(level)]
+        resolve = interface.resolver(code)
+        top = interface.check(interface.parse(code, where, resolve), where)
+        memories[k.name] = storage.memories(code, resolve)
         names = [a.name for a in top.args]
         if top.name != k.name or names != arg_names(k):
             raise interface.InterfaceError(
                 f"{where}: the top function is {top.name}({', '.join(names)}); ops.yaml says "
                 f"{k.name}({', '.join(arg_names(k))}) (its inputs, outputs, scalars, sizes)")
         doc[k.name] = top
-    return doc
+    return doc, memories
 
 
 def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> None:
     """Render the level's engines into `files`, with the interface file (the engines' interfaces,
     which the link and the xclbin describe, beside their members') and the member table."""
-    tops = kernel_interfaces(kernels, files, level)
+    tops, memories = kernel_interfaces(kernels, files, level)
     built = engines.engines(kernels, tops, level)
     doc = {name: top.to_json() for name, top in tops.items()}
     for e in built:
@@ -125,8 +128,7 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) 
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
     members = {e.name: [m.kernel for m in e.members] for e in built}
-    # Each kernel's local arrays (codegen/storage.py), for the build's resource model.
-    memories = {k.name: storage.memories(files[k.source(level)]) for k in kernels}
+    # Each kernel's local arrays, for the build's resource model.
     files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "memories": memories},
                                               indent=1, sort_keys=True) + "\n"
     files[member_file(level)] = engines.member_table(built)

@@ -81,7 +81,7 @@ def _split_params(text: str) -> list[str]:
     return [p.strip() for p in out + [cur] if p.strip()]
 
 
-def _resolver(code: str):
+def resolver(code: str):
     """Expand the file's `typedef X Name;` and `const int NAME = n;` inside a type, and drop the
     qualifiers of namespaces the file declares (the kernels keep their helpers in one)."""
     names = {n: t for t, n in re.findall(r"\btypedef\s+([^;]+?)\s+(\w+)\s*;", code)}
@@ -107,9 +107,10 @@ def tops(code: str) -> list[str]:
     return [name for name, _ in _TOP.findall(code)]
 
 
-def parse(code: str, where: str) -> TopFunction:
+def parse(code: str, where: str, resolve=None) -> TopFunction:
     """The one top function of `code`, as written (a pointer without m_axi pragma has bundle None,
-    an argument of unknown type width None: `check` says so). `where` names the source in errors."""
+    an argument of unknown type width None: `check` says so). `where` names the source in errors;
+    `resolve`: the file's `resolver`, if the caller has built it."""
     found = _TOP.findall(code)
     if len(found) != 1:
         raise InterfaceError(f"{where}: expected one extern \"C\" void top function, found {len(found)}")
@@ -120,7 +121,7 @@ def parse(code: str, where: str) -> TopFunction:
         if "port" not in fields:
             raise InterfaceError(f"{where}: m_axi pragma without port=: {pragma.strip()}")
         bundles[fields["port"]] = fields.get("bundle", DEFAULT_BUNDLE)
-    resolve = _resolver(code)
+    resolve = resolve or resolver(code)
     args = []
     for p in _split_params(params):
         m = re.fullmatch(r"(.+?)\s*(\*?)\s*(\w+)", p, re.S)

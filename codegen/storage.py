@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 from . import interface
 
@@ -30,31 +31,47 @@ _PARTITION = re.compile(r"#pragma\s+HLS\s+ARRAY_PARTITION\s+([^\n]*)")
 _URAM = re.compile(r"#pragma\s+HLS\s+BIND_STORAGE\s+[^\n]*\bvariable=(\w+)[^\n]*\bimpl=uram\b")
 
 
-def _constants(code: str) -> dict[str, int]:
-    """The file's integer constants, each evaluated once its names are known."""
+def _constants(code: str):
+    """The file's integer constants, as a function of a name: each evaluated when first asked."""
     raw = dict(_CONST.findall(code))
-    known: dict[str, int] = {}
-    for _ in range(4):  # constants defined from constants
-        for name, expr in raw.items():
-            value = _evaluate(expr, known)
-            if value is not None:
-                known[name] = value
-    return known
+    known: dict[str, int | None] = {}
+
+    def value(name: str) -> int | None:
+        if name not in known:
+            known[name] = None  # a constant defined from itself stays unknown
+            known[name] = _evaluate(raw[name], value) if name in raw else None
+        return known[name]
+
+    return value
 
 
-def _evaluate(expr: str, names: dict[str, int]) -> int | None:
-    text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)  # 1u, 16ull
-    text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(names[m.group(0)]) if m.group(0) in names else "?", text)
-    if "?" in text or not re.fullmatch(r"[\d\s+\-*/()<]+", text):
+@lru_cache(maxsize=None)
+def _literal(text: str) -> int | None:
+    if not re.fullmatch(r"[\d\s+\-*/()<]+", text):
         return None
     return int(eval(text.replace("/", "//"), {"__builtins__": {}}))  # digits and arithmetic only (checked above)
 
 
-def memories(code: str) -> dict[str, float]:
+def _evaluate(expr: str, value) -> int | None:
+    text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)  # 1u, 16ull
+    unknown = False
+
+    def substitute(m):
+        nonlocal unknown
+        v = value(m.group(0))
+        unknown = unknown or v is None
+        return str(v)
+
+    text = re.sub(r"\b[A-Za-z_]\w*\b", substitute, text)
+    return None if unknown else _literal(text)
+
+
+def memories(code: str, resolve=None) -> dict[str, float]:
     """The local arrays of `code`: "bram36" on a card without UltraRAM; "uram" and "uram_bram36" (the
-    rest, in BRAM) on one with it, where the arrays bound to URAM go there."""
+    rest, in BRAM) on one with it, where the arrays bound to URAM go there. `resolve`: the file's
+    type resolver (codegen/interface.py resolver), if the caller has built it."""
     names = _constants(code)
-    resolve = interface._resolver(code)
+    resolve = resolve or interface.resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}
     for args in _PARTITION.findall(code):
         fields = dict(re.findall(r"(\w+)=(\w+)", args))
@@ -63,7 +80,8 @@ def memories(code: str) -> dict[str, float]:
         partitions.setdefault(fields.get("variable", ""), []).append((int(fields.get("dim", 1)), kind, factor))
     in_uram = set(_URAM.findall(code))
     total = {"bram36": 0.0, "uram_bram36": 0.0, "uram": 0.0}
-    arrays = [(ctype, m.group(1), m.group(2)) for ctype, declarators in _DECL.findall(code)
+    lines = "\n".join(line for line in code.splitlines() if "[" in line and "(" not in line)  # declarations only
+    arrays = [(ctype, m.group(1), m.group(2)) for ctype, declarators in _DECL.findall(lines)
               for m in re.finditer(r"(\w+)((?:\[[^\]\n]+\])+)", declarators)]
     for ctype, name, dims_text in arrays:
         dims = [_evaluate(d, names) for d in re.findall(r"\[([^\]]+)\]", dims_text)]

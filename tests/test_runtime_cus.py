@@ -73,7 +73,8 @@ def test_small_launches_use_one_cu(multi_cu):
     a = torch.randn(2 * MIN_PER_CU - 1)
     exact(a.to("fpga") * a.to("fpga"), a * a)
     after = runs_of(aten_fpga._C.cu_activity())
-    assert [r - p for r, p in zip(after, before)] == [1] + [0] * (multi_cu - 1)
+    ran = [r - p for r, p in zip(after, before)]  # per CU index (as many as any image so far had)
+    assert ran[0] == 1 and not any(ran[1:]), ran
 
 
 @pytest.mark.parametrize("n", [2 * MIN_PER_CU, 3 * MIN_PER_CU + 5, 4 * MIN_PER_CU - 1, 5 * MIN_PER_CU + 3])

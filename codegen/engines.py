@@ -88,10 +88,8 @@ def build(category: str, level: int, kernels: tuple[Kernel, ...], tops: dict[str
 
     def engine_arg(name: str, ctype: str, written: bool) -> str:
         v = variants[name]
-        if len(v) == 1:
-            return name
         typed = len({t for t, _ in v}) > 1
-        return name + (f"_{_tag(ctype)}" if typed else "") + ("_w" if written and len(v) > len({t for t, _ in v}) else "")
+        return name + (f"_{_tag(ctype)}" if typed else "") + ("_w" if written and (ctype, False) in v else "")
 
     pointers = [Arg(engine_arg(*kk), a.type, True, WRITE_BUNDLE if kk[2] else READ_BUNDLE, a.width)
                 for kk, a in seen.items() if a.pointer]

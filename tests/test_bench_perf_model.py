@@ -151,3 +151,9 @@ def test_main_writes_the_plan_it_projected(tmp_path, monkeypatch):
     assert pm.main(["--n", str(N), "--json", str(out2), "--kernels", "gemm", "--dtypes", "float32"]) == 0
     doc = json.loads(out2.read_text())
     assert doc["rows"] == [] and doc["gemm"] and all(r["members"] == 1 for r in doc["gemm"])
+
+
+def test_the_fit_is_the_builds():
+    # the model prices each member's arrays as the build does (the interface file's "memories"):
+    # the whole table fits a U250 at XCL_OPT 2, not at 4 (docs/building.md, "Will it fit?")
+    assert pm.image(2, plat("u250")).fit.fits and not pm.image(4, plat("u250")).fit.fits

@@ -128,7 +128,7 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) 
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
     members = {e.name: [m.kernel for m in e.members] for e in built}
-    # Each kernel's local arrays, for the build's resource model.
+    # `memories`: each kernel's local arrays, which the build's resource model prices.
     files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "memories": memories},
                                               indent=1, sort_keys=True) + "\n"
     files[member_file(level)] = engines.member_table(built)

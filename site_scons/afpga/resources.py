@@ -168,7 +168,7 @@ def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tupl
                     memories: dict | None = None, uram: bool = False) -> KernelEstimate:
     """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays."""
     memories = memories or {}
-    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes if opt == 4 else 1,
+    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
                       memories.get(m.name), uram) for m in k.members] \
         or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
     per_cu = interface(top)

@@ -196,7 +196,8 @@ def image(level: int, platform, wanted: tuple[str, ...] = (), dtypes: tuple[str,
                      k.compute_lanes if level == 4 else 1) for k in kernels if k.op.category == e.category))
         for e in built)
     link = connectivity.plan([tops[e.name] for e in built], {s.name: cfg.engine_cus(s) for s in sources}, platform)
-    fit = resources.estimate(link, sources, tops, level, pe, False, doc.get("memories"))  # as resources.fit_of
+    fit = resources.estimate(link, sources, tops, level, pe, False, doc.get("memories"),
+                             doc.get("datapaths"))  # as resources.fit_of
     return Image(level, cfg, {k.name: k for k in kernels}, {e.category: e for e in built}, link, fit)
 
 

@@ -114,23 +114,25 @@ def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level:
     return doc, memories
 
 
-def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> None:
+def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, env=None) -> None:
     """Render the level's engines into `files`, with the interface file (the engines' interfaces,
     which the link and the xclbin describe, beside their members') and the member table."""
     tops, memories = kernel_interfaces(kernels, files, level)
     built = engines.engines(kernels, tops, level)
     doc = {name: top.to_json() for name, top in tops.items()}
     for e in built:
-        files[e.source] = engines.HEADER + engines.render(e)
+        files[e.source] = engines.HEADER + engines.render(e, env or template_env(HLS_ROOT))
         where = f"{e.source} (codegen/engines.py)"
         top = interface.check(interface.parse(files[e.source], where), where)
         if top != e.top:
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
     members = {e.name: [m.kernel for m in e.members] for e in built}
-    # `memories`: each kernel's local arrays, which the build's resource model prices.
-    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "memories": memories},
-                                              indent=1, sort_keys=True) + "\n"
+    # `memories`: each kernel's local arrays; `datapaths`: the members that share a region (by
+    # opcode) -- both priced by the build's resource model.
+    shared = {e.name: [[m.opcode for m in d.members] for d in e.datapaths] for e in built if e.datapaths}
+    files[interface_file(level)] = json.dumps({"level": level, "kernels": doc, "engines": members, "memories": memories,
+                                               "datapaths": shared}, indent=1, sort_keys=True) + "\n"
     files[member_file(level)] = engines.member_table(built)
     files.update(emu_units(built))
 
@@ -167,10 +169,11 @@ def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] =
     p = plan(table_path, kernels, dtypes)  # the kernels of every entry, skipped ones too: the plan needs no torch
     files = {ABI_HEADER: abi.header()}
     files.update(generate_fpga_type(entries, units=len(p.fpga_type) - 1))  # every entry; missing kernels fall back
-    files.update(generate_hls(p.kernels, template_env(HLS_ROOT), levels))
+    env = template_env(HLS_ROOT)
+    files.update(generate_hls(p.kernels, env, levels))
     files[MANIFEST] = manifest(chosen, p.kernels)
     for level in levels:
-        add_engines(p.kernels, files, level)
+        add_engines(p.kernels, files, level, env)
     assert sorted(files) == sorted(p.files(levels)), "codegen.plan disagrees with run"
     new_record, record_files = baseline.files(out_dir, version, os.path.dirname(native.path), stubs,
                                               complete=not skipped)

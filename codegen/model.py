@@ -183,7 +183,7 @@ class Kernel:
         lets every op of the table fit on the card."""
         full = self.dtype.name == "float32" and self.op.name not in COSTLY_OPS
         scaled = self.op.driver == "pointwise" or self.op.category == "rng"  # templates with COMPUTE_LANES
-        if full or self.op.word is not None or not scaled:
+        if full or not scaled:
             return self.lanes
         return max(1, self.lanes // 8)
 

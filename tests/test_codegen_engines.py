@@ -68,14 +68,36 @@ def test_every_member_argument_lands_on_an_engine_argument_of_its_type(level):
 
 
 def test_the_engine_calls_the_member_its_opcode_names():
-    text = rendered(4)[engines.engine_source("binary", 4)]
+    text = rendered(4)[engines.engine_source("reduce", 4)]
     doc = json.loads(rendered(4)[interface_file(4)])
-    members = doc["engines"]["e_binary"]
+    members = doc["engines"]["e_reduce"]
     for code, member in enumerate(members):
         assert f"  case {code}:\n    {member}(" in text
-    assert text.count("#include \"../binary/") == len(members)
+    assert text.count("#include \"../reduce/") == len(members)
     # the text the build reads back is the interface the codegen planned
-    assert interface.parse(text, "e_binary").to_json() == doc["kernels"]["e_binary"]
+    assert interface.parse(text, "e_reduce").to_json() == doc["kernels"]["e_reduce"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_pointwise_engine_runs_each_member_on_one_shared_datapath(level):
+    """Members that move the same words share a datapath (tests/test_engine_datapaths.py runs them);
+    every member is in exactly one, and the engine sends its opcode there."""
+    doc = json.loads(rendered(level)[interface_file(level)])
+    for category in sorted(engines.SHARED_DATAPATH):
+        name = engines.engine_name(category)
+        text = rendered(level)[engines.engine_source(category, level)]
+        if level not in engines.SHARED_LEVELS:
+            assert name not in doc["datapaths"] and f"{name}_opt{level}_d0" not in text
+            continue
+        shared = doc["datapaths"][name]
+        assert sorted(c for cs in shared for c in cs) == list(range(len(doc["engines"][name])))
+        kernels = {k.name: k for k in plan(TABLE).kernels}
+        for i, codes in enumerate(shared):
+            words = {tuple(p.dtype.name for p in kernels[doc["engines"][name][c]].ports) for c in codes}
+            assert len(words) == 1, (name, i, words)  # one datapath moves one kind of word
+            call = f"    {name}_opt{level}_d{i}::run("
+            block = "".join(f"  case {c}:\n" for c in codes) + call
+            assert block in text, (name, i)
 
 
 def test_a_member_named_like_the_opcode_is_refused():
@@ -99,9 +121,8 @@ def image_params(level: int, platform) -> dict:
 
 # What fits (docs/building.md, "Will it fit?"): a change that makes one of these overflow is a
 # regression of the design, not of the estimate's wording.
-FITS = {(1, "u200"), (1, "u250"), (1, "u55c"), (1, "u280"),
-        (2, "u200"), (2, "u250"), (2, "u50"), (2, "u55c"), (2, "u280"),
-        (3, "u250"), (3, "u55c"), (3, "u280")}
+ALVEO = ("u200", "u250", "u50", "u55c", "u280")
+FITS = {(1, "u200"), (1, "u250"), (1, "u55c"), (1, "u280"), *((2, a) for a in ALVEO), *((3, a) for a in ALVEO)}
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -135,7 +135,7 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     with UltraRAM if `uram`; without them (a fused kernel) a tile of TILE_WORDS port words where the
     template has one."""
     bundles = {a.bundle: a.width or 32 for a in top.args if a.pointer}
-    lanes = compute_lanes or lanes_of(top)
+    lanes = min(compute_lanes or lanes_of(top), lanes_of(top))  # an element-per-cycle template has one lane
     out = Resources()
     if category == "gemm" and opt == 4:
         lanes = gemm_pe[0] * gemm_pe[1]  # the PE array's multiply-adds per cycle
@@ -154,6 +154,30 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     return out
 
 
+# A pointwise engine's shared datapath (codegen/engines.py Datapath): its members' element
+# functions sit behind a switch on the opcode, a run-invariant register, so their operations are
+# mutually exclusive and the scheduler binds them to shared units (UG1448, "Mutual Exclusion,
+# Resources, and Predicates"). Assumed: the largest member's lane sets the shared floating-point
+# units (DSPs, and their LUT/FF); every other member keeps SHARED_REST of its lane's logic (its
+# comparisons, bit manipulation and constants), and adds a way to the lane's result multiplexer
+# (a LUT6 is a 4:1 multiplexer per bit: about bits/3 LUTs per way).
+SHARED_REST = 0.3
+
+
+def shared_datapath(top, members: list, category: str) -> Resources:
+    """One datapath that `members` (gen.KernelSource, with the same port words and compute lanes)
+    share: one set of streams and read/write stages, and per lane the units their element
+    functions need once, plus each member's own logic and a multiplexer way."""
+    bundles = {a.bundle for a in top.args if a.pointer}
+    lanes = members[0].compute_lanes or lanes_of(top)
+    costs = sorted((lane_cost(m.op, m.dtype, category) for m in members), key=lambda r: -r.lut)
+    out_bits = max(a.width or 32 for a in top.args if a.pointer) // max(1, lanes_of(top))
+    lane = Resources(dsp=max(c.dsp for c in costs)) + Resources(costs[0].lut, costs[0].ff)
+    for c in costs[1:]:
+        lane = lane + Resources(c.lut, c.ff) * SHARED_REST + Resources(lut=out_bits / 3)
+    return lane * lanes + STREAM * (len(bundles) + 1)
+
+
 def interface(top) -> Resources:
     """A CU's control interface (its registers too), m_axi adapters and share of the interconnect."""
     out = CONTROL + REGISTER_BIT * sum(a.width or 64 for a in top.args if not a.pointer) \
@@ -165,12 +189,18 @@ def interface(top) -> Resources:
 
 
 def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tuple[int, int],
-                    memories: dict | None = None, uram: bool = False) -> KernelEstimate:
-    """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays."""
+                    memories: dict | None = None, uram: bool = False,
+                    datapaths: list | None = None) -> KernelEstimate:
+    """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays,
+    but those of one shared datapath (`datapaths`: lists of opcodes) bring one together."""
     memories = memories or {}
-    parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
-                      memories.get(m.name), uram) for m in k.members] \
-        or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
+    shared = [[k.members[i] for i in opcodes] for opcodes in datapaths or ()]
+    alone = set(range(len(k.members))) - {i for opcodes in datapaths or () for i in opcodes}
+    parts = [shared_datapath(member_tops[ms[0].name], ms, k.category) for ms in shared]
+    parts += [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
+                       memories.get(m.name), uram) for i, m in enumerate(k.members) if i in alone]
+    if not k.members:
+        parts = [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
     per_cu = interface(top)
     for part in parts:
         per_cu = per_cu + part
@@ -259,14 +289,16 @@ class Fit:
 
 
 def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int], cus_given: bool,
-             memories: dict | None = None) -> Fit:
+             memories: dict | None = None, datapaths: dict | None = None) -> Fit:
     """`plan`: the link plan (connectivity.plan); `kernels`: the image's KernelSources (engines with
-    their members); `member_tops`: the members' interfaces, by name; `memories`: each kernel's arrays."""
+    their members); `member_tops`: the members' interfaces, by name; `memories`: each kernel's arrays;
+    `datapaths`: each pointwise engine's shared datapaths (opcode lists), from the interface file."""
     uram = has_uram(plan.platform)
     sources = {k.name: k for k in kernels}
     estimates = []
     for top, names in plan.kernels:
-        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe, memories, uram))
+        estimates.append(kernel_estimate(top, sources[top.name], member_tops, len(names), opt, gemm_pe, memories, uram,
+                                         (datapaths or {}).get(top.name)))
     ports = {b.tag: 0 for b in plan.platform.banks}
     for top, names in plan.kernels:
         for cu in names:
@@ -347,5 +379,6 @@ def fit_of(interface_path: str, p: dict) -> Fit:
     members = hls_interface.load(interface_path, [m.name for k in kernels for m in k.members])
     plan = connectivity.plan(tops, p["cus"], PLATFORMS[p["platform"]])
     with open(interface_path, encoding="utf-8") as f:
-        memories = json.load(f).get("memories", {})
-    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"], memories)
+        doc = json.load(f)
+    return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"],
+                    doc.get("memories", {}), doc.get("datapaths", {}))

@@ -23,10 +23,11 @@ from .interface import Arg, TopFunction
 from .model import LEVEL_NAMES, Kernel
 
 OPCODE = "opcode"  # the engine's member selector (an s_axilite register)
-# The categories built from kernels/hls/pointwise's templates: their members differ only in the
-# element function, so at the dataflow levels (2-4) members that move the same words share one
-# region (kernels/hls/pointwise/datapath.j2); at XCL_OPT 1 each member keeps its own tile loop.
-SHARED_DATAPATH = frozenset({"unary", "binary", "ternary", "fill"})
+# The categories whose members differ only in the element function, and the template family that
+# builds them: at the dataflow levels (2-4) members that move the same words share one region
+# (kernels/hls/<family>/datapath.j2); at XCL_OPT 1 each member keeps its own tile loop.
+SHARED_DATAPATH = {"unary": "pointwise", "binary": "pointwise", "ternary": "pointwise", "fill": "pointwise",
+                   "rng": "rng", "range": "rng"}
 SHARED_LEVELS = (2, 3, 4)
 READ_BUNDLE, WRITE_BUNDLE = "gmem0", "gmem1"
 MEMBER_TABLE_MAGIC = "aten_fpga engines 1"
@@ -83,6 +84,8 @@ class Datapath:
     lanes: int
     compute_lanes: int
     word: str | None
+    sizes: tuple[str, ...]  # the engine arguments of the members' sizes (size; begin, size)
+    template: str  # kernels/hls/<family>/datapath.j2
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,8 @@ def datapaths(category: str, level: int, kernels: tuple[Kernel, ...], members: t
             tuple(DatapathScalar(a, types[a]) for a in union),
             tuple(DatapathMember(m.opcode, f"{k.name}_opt{level}", tuple(names))
                   for (k, m), names in zip(group, scalar_names)),
-            lanes, compute_lanes, word))
+            lanes, compute_lanes, word, tuple(args[s] for s in group[0][0].op.sizes),
+            f"{SHARED_DATAPATH[category]}/datapath.j2"))
     return tuple(out)
 
 
@@ -196,7 +200,7 @@ def render(e: Engine, env) -> str:
         "",
         *(f'#include "../{src.split("/", 1)[1]}"' for src in e.member_sources),
         "",
-        *(env.get_template("pointwise/datapath.j2").render(d=d, level=e.level) for d in e.datapaths),
+        *(env.get_template(d.template).render(d=d, level=e.level) for d in e.datapaths),
         f'extern "C" void {e.name}({params}) {{',
         "  // Two masters for every member: their read streams share gmem0's read channel, their",
         "  // write streams gmem1's write channel, each on its own bank.",
@@ -208,7 +212,7 @@ def render(e: Engine, env) -> str:
     ]
     for d in e.datapaths:
         lines += [f"  case {m.opcode}:" for m in d.members]
-        args = [*(p.arg for p in d.ports), OPCODE, *(s.arg for s in d.scalars), "size"]
+        args = [*(p.arg for p in d.ports), OPCODE, *(s.arg for s in d.scalars), *d.sizes]
         lines += [f"    {d.name}::run({', '.join(args)});", "    break;"]
     for m in e.members if not e.datapaths else ():
         lines += [f"  case {m.opcode}:",

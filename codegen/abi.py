@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 WORD_BITS = 512  # one beat of an XCL_OPT 4 port
+# The XCL_OPT 1 (buffered) kernels' tile, in elements: a float32 array of it is one BRAM18, and it
+# is two whole 256-beat AXI bursts of a 32-bit port.
+BUFFERED_TILE = 512
 # Interleaved accumulators of a reduction: each is updated every PARTIALS cycles, longer than a
 # double adder's latency, so the accumulation loop runs at II=1 (aten_fpga_reduce.h, reduce/).
 REDUCE_PARTIALS = 16

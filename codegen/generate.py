@@ -127,6 +127,8 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, 
         if top != e.top:
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
+        if e.datapaths:  # their arrays are the engine's own (XCL_OPT 1 tiles), not its members'
+            memories[e.name] = storage.memories(files[e.source])
     members = {e.name: [m.kernel for m in e.members] for e in built}
     # `memories`: each kernel's local arrays; `datapaths`: the members that share a region (by
     # opcode) -- both priced by the build's resource model.

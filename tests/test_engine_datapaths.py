@@ -24,7 +24,8 @@ from codegen.generate import HLS_ROOT, ROOT, add_engines
 from codegen.plan import ABI_HEADER, interface_file, member_file, plan
 
 INCLUDES = ["kernels/hls/emu/include", "kernels/hls/include"]
-CASES = [(4, "unary"), (4, "binary"), (4, "ternary"), (4, "fill"), (4, "rng"), (4, "range"), (2, "binary"), (2, "rng")]
+CASES = [(4, "unary"), (4, "binary"), (4, "ternary"), (4, "fill"), (4, "rng"), (4, "range"), (2, "binary"), (2, "rng"),
+         (1, "unary"), (1, "rng")]
 ELEMENTS = {"float": np.float32, "half": np.float16, "double": np.float64, "int32_t": np.int32,
             "int64_t": np.int64, "bool": np.bool_, "std::complex<float>": np.complex64}
 class Complex64(ctypes.Structure):  # std::complex<float> by value: two floats in one SSE register

@@ -164,7 +164,7 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
 SHARED_REST = 0.3
 
 
-def shared_datapath(top, members: list, category: str) -> Resources:
+def shared_datapath(top, members: list, category: str, opt: int) -> Resources:
     """One datapath that `members` (gen.KernelSource, with the same port words and compute lanes)
     share: one set of streams and read/write stages, and per lane the units their element
     functions need once, plus each member's own logic and a multiplexer way."""
@@ -175,7 +175,7 @@ def shared_datapath(top, members: list, category: str) -> Resources:
     lane = Resources(dsp=max(c.dsp for c in costs)) + Resources(costs[0].lut, costs[0].ff)
     for c in costs[1:]:
         lane = lane + Resources(c.lut, c.ff) * SHARED_REST + Resources(lut=out_bits / 3)
-    return lane * lanes + STREAM * (len(bundles) + 1)
+    return lane * lanes + (STREAM * (len(bundles) + 1) if opt >= 2 else Resources())
 
 
 def interface(top) -> Resources:
@@ -196,7 +196,10 @@ def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tupl
     memories = memories or {}
     shared = [[k.members[i] for i in opcodes] for opcodes in datapaths or ()]
     alone = set(range(len(k.members))) - {i for opcodes in datapaths or () for i in opcodes}
-    parts = [shared_datapath(member_tops[ms[0].name], ms, k.category) for ms in shared]
+    parts = [shared_datapath(member_tops[ms[0].name], ms, k.category, opt) for ms in shared]
+    if shared and top.name in memories:  # the shared datapaths' arrays, in the engine's own source
+        own = memories[top.name]
+        parts.append(Resources(bram36=own["uram_bram36"], uram=own["uram"]) if uram else Resources(bram36=own["bram36"]))
     parts += [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
                        memories.get(m.name), uram) for i, m in enumerate(k.members) if i in alone]
     if not k.members:

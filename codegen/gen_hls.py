@@ -44,15 +44,15 @@ def generate_hls(kernels: tuple[Kernel, ...], env: jinja2.Environment, levels=LE
 
 
 def emu_units(built: tuple[Engine, ...]) -> dict[str, str]:
-    """One translation unit per category: it includes that category's engine (which includes its
-    kernels) and registers the engine with the image, as the card holds it; g++ compiles a few large
-    files instead of hundreds of small ones."""
+    """One translation unit per engine: it includes the engine (which includes its kernels) and
+    registers it with the image, as the card holds it; g++ compiles a few large files instead of
+    hundreds of small ones."""
     units = {}
     for e in built:
         lines = [HEADER.format(src="native_functions_fpga.yaml"),
-                 f"// Emulated image, XCL_OPT {e.level} ({LEVEL_NAMES[e.level]}): the {e.category} engine.",
+                 f"// Emulated image, XCL_OPT {e.level} ({LEVEL_NAMES[e.level]}): the engine {e.name}.",
                  '#include "image.h"', "",
                  f'#include "../../{e.source}"', "",
                  f'AFPGA_EMU_KERNEL({e.name}, "{",".join(a.name for a in e.top.args)}")']
-        units[emu_unit(e.category, e.level)] = "\n".join(lines) + "\n"
+        units[emu_unit(e.key, e.level)] = "\n".join(lines) + "\n"
     return units

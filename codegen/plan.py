@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from . import library as kernel_library
 from .abi import LEVELS
-from .engines import engine_source
+from .engines import engine_source, groups
 from .model import Kernel, kernels_of
 from .table import entry_kernels, load_table
 
@@ -39,9 +39,10 @@ def interface_file(level: int) -> str:
     return f"interface_opt{level}.json"
 
 
-def emu_unit(category: str, level: int) -> str:
-    """The emulated image's translation unit of one category: it includes the category's kernels."""
-    return f"emu/opt{level}/{category}.cpp"
+def emu_unit(key: str, level: int) -> str:
+    """The emulated image's translation unit of one engine (codegen/engines.py engine_key): it
+    includes the engine, which includes its members."""
+    return f"emu/opt{level}/{key}.cpp"
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,16 @@ class Plan:
     def categories(self) -> tuple[str, ...]:
         return tuple(sorted({k.op.category for k in self.kernels}))
 
+    def engine_keys(self, level: int) -> tuple[str, ...]:
+        """The engines that hold the kernels at `level` (codegen/engines.py groups)."""
+        return tuple(groups(self.kernels, level))
+
     def engines(self, level: int) -> tuple[str, ...]:
-        """The engines' sources: one per category, holding its kernels (codegen/engines.py)."""
-        return tuple(engine_source(c, level) for c in self.categories())
+        """The engines' sources (codegen/engines.py)."""
+        return tuple(engine_source(key, level) for key in self.engine_keys(level))
 
     def emu_units(self, level: int) -> tuple[str, ...]:
-        return tuple(emu_unit(c, level) for c in self.categories())
+        return tuple(emu_unit(key, level) for key in self.engine_keys(level))
 
     def files(self, levels=LEVELS) -> tuple[str, ...]:
         """Every file `run` writes for these levels."""

@@ -39,7 +39,7 @@ def test_every_member_argument_lands_on_an_engine_argument_of_its_type(level):
     files = rendered(level)
     doc = json.loads(files[interface_file(level)])
     kernels = plan(TABLE).kernels
-    assert sorted(doc["engines"]) == sorted({engines.engine_name(k.op.category) for k in kernels})
+    assert sorted(doc["engines"]) == sorted({engines.engine_name(engines.engine_key(k, level)) for k in kernels})
     assert sorted(m for ms in doc["engines"].values() for m in ms) == sorted(k.name for k in kernels)
     table = files[member_file(level)].splitlines()
     assert table[0] == engines.MEMBER_TABLE_MAGIC
@@ -64,7 +64,9 @@ def test_every_member_argument_lands_on_an_engine_argument_of_its_type(level):
             assert (carried.type, carried.pointer) == (a.type, a.pointer), (member, a.name)
             if a.pointer:
                 writes = a.name in {p.name for k in kernels if k.name == member for p in k.ports if p.is_output}
-                assert carried.bundle == (engines.WRITE_BUNDLE if writes else engines.READ_BUNDLE), (member, a.name)
+                two = engines.WRITE_BUNDLE in top.bundles
+                assert carried.bundle == (engines.WRITE_BUNDLE if writes and two else engines.READ_BUNDLE), \
+                    (member, a.name)
 
 
 def test_the_engine_calls_the_member_its_opcode_names():
@@ -81,19 +83,24 @@ def test_the_engine_calls_the_member_its_opcode_names():
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_pointwise_engine_runs_each_member_on_one_shared_datapath(level):
     """Members that move the same words share a datapath (tests/test_engine_datapaths.py runs them);
-    every member is in exactly one, and the engine sends its opcode there."""
+    every member is in exactly one, and the engine sends its opcode there. At XCL_OPT 4 a pointwise
+    category's narrow members are an engine of their own."""
     doc = json.loads(rendered(level)[interface_file(level)])
-    for category in sorted(engines.SHARED_DATAPATH):
-        name = engines.engine_name(category)
-        text = rendered(level)[engines.engine_source(category, level)]
+    kernels = {k.name: k for k in plan(TABLE).kernels}
+    for name, members in doc["engines"].items():
+        category = kernels[members[0]].op.category
+        if category not in engines.SHARED_DATAPATH:
+            assert name not in doc["datapaths"]
+            continue
+        narrow = {kernels[m].compute_lanes < kernels[m].lanes for m in members} if level == 4 else {False}
+        assert narrow == {name.endswith(engines.NARROW) and engines.SHARED_DATAPATH[category] == "pointwise"}, name
+        text = rendered(level)[f"hls/engines/{name}_opt{level}.cpp"]
         shared = doc["datapaths"][name]
-        assert sorted(c for cs in shared for c in cs) == list(range(len(doc["engines"][name])))
-        kernels = {k.name: k for k in plan(TABLE).kernels}
+        assert sorted(c for cs in shared for c in cs) == list(range(len(members)))
         for i, codes in enumerate(shared):
-            words = {tuple(p.dtype.name for p in kernels[doc["engines"][name][c]].ports) for c in codes}
+            words = {tuple(p.dtype.name for p in kernels[members[c]].ports) for c in codes}
             assert len(words) == 1, (name, i, words)  # one datapath moves one kind of word
-            call = f"    {name}_opt{level}_d{i}::run("
-            block = "".join(f"  case {c}:\n" for c in codes) + call
+            block = "".join(f"  case {c}:\n" for c in codes) + f"    {name}_opt{level}_d{i}::run("
             assert block in text, (name, i)
 
 
@@ -110,9 +117,9 @@ def image_params(level: int, platform) -> dict:
     pe = tuple(int(x) for x in gemm_pe_default(platform).split("x"))
     cfg = variables.Config("hw", level, (), (), platform, variables.default_cus(level, platform), None, "", "",
                            pe, False)
-    members = {c: tuple(KernelSource(k.name, c, k.dtype.name, "", k.op.name, (), k.compute_lanes if level == 4 else 1)
-                        for k in p.kernels if k.op.category == c) for c in p.categories()}
-    kernels = [KernelSource(engines.engine_name(c), c, "", "", "", members[c]) for c in p.categories()]
+    kernels = [KernelSource(engines.engine_name(key), ks[0].op.category, "", "", "", tuple(
+        KernelSource(k.name, k.op.category, k.dtype.name, "", k.op.name, (), k.compute_lanes if level == 4 else 1)
+        for k in ks)) for key, ks in engines.groups(p.kernels, level).items()]
     return resources.params(cfg, kernels)
 
 

@@ -35,7 +35,7 @@ class Generated:
     fpga_type: list[str]  # FPGAType.h and its translation units (the host extension's)
     kernels: tuple[KernelSource, ...]  # what the image holds: the engines of kernels= and dtypes=
     interface: str  # the level's kernel interfaces (codegen/interface.py), read by the link and the xclbin
-    emu_units: dict[str, tuple[str, list[str]]]  # category -> (its emulated-image unit, the sources it includes)
+    emu_units: dict[str, tuple[str, list[str]]]  # engine key -> (its emulated-image unit, the sources it includes)
     members: str = ""  # the level's member table (codegen/engines.py), carried by the xclbin
 
 
@@ -49,7 +49,7 @@ def native_functions_yaml() -> str:
 
 
 def generate(env, cfg, steps) -> Generated:
-    from codegen.engines import engine_name, engine_source
+    from codegen.engines import engine_name, engine_source, groups
     from codegen.model import TableError
     from codegen.plan import interface_file, member_file, plan
 
@@ -61,11 +61,10 @@ def generate(env, cfg, steps) -> Generated:
     if not p.kernels:
         raise UserError(f"kernels={','.join(cfg.kernels)} dtypes={','.join(cfg.dtypes)} selects no kernel of "
                         f"{TABLE}; its kernels are: {', '.join(k.name for k in plan(TABLE).kernels)}")
-    members = {c: tuple(KernelSource(k.name, c, k.dtype.name, f"{GEN}/{k.source(level)}", k.op.name, (),
-                                     k.compute_lanes if level == 4 else 1)
-                        for k in p.kernels if k.op.category == c) for c in p.categories()}
-    kernels = tuple(KernelSource(engine_name(c), c, "", f"{GEN}/{engine_source(c, level)}", "", members[c])
-                    for c in p.categories())
+    kernels = tuple(KernelSource(engine_name(key), ks[0].op.category, "", f"{GEN}/{engine_source(key, level)}", "",
+                                 tuple(KernelSource(k.name, k.op.category, k.dtype.name, f"{GEN}/{k.source(level)}",
+                                                    k.op.name, (), k.compute_lanes if level == 4 else 1) for k in ks))
+                    for key, ks in groups(p.kernels, level).items())
     targets = [f"{GEN}/{f}" for f in p.files((level,))]
     sources = ([TABLE, native_functions_yaml()] + sorted(env.Glob("#codegen/*.py"), key=str)
                + sorted(env.Glob("#kernels/hls/*/*.j2"), key=str) + sorted(env.Glob("#kernels/hls/*/ops.yaml"), key=str))
@@ -77,7 +76,7 @@ def generate(env, cfg, steps) -> Generated:
     nodes = env.Command(targets, sources + [env.Value(importlib.metadata.version("torch"))], command)
     env.Precious(nodes)  # codegen rewrites only changed files; SCons must not delete them first
     steps.track(env, nodes, "codegen", f"codegen opt{level}", "codegen", map(str, sources), command)
-    units = {k.category: (f"{GEN}/{u}", [k.source, *(m.source for m in k.members)])
+    units = {k.name.removeprefix("e_"): (f"{GEN}/{u}", [k.source, *(m.source for m in k.members)])
              for k, u in zip(kernels, p.emu_units(level))}
     return Generated(nodes, [f"{GEN}/{f}" for f in p.fpga_type], kernels, f"{GEN}/{interface_file(level)}", units,
                      f"{GEN}/{member_file(level)}")

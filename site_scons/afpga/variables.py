@@ -8,6 +8,7 @@ from SCons.Errors import UserError
 from SCons.Script import EnumVariable, Variables
 
 from codegen.abi import LEVEL_NAMES, LEVELS
+from codegen.engines import NARROW
 
 from . import platforms
 from .platforms import Platform
@@ -58,7 +59,10 @@ class Config:
         return 1
 
     def engine_cus(self, k) -> int:
-        """CUs of engine `k` (a gen.KernelSource): the GEMM engine holds a PE array per member."""
+        """CUs of engine `k` (a gen.KernelSource): the GEMM engine holds a PE array per member; a
+        narrow engine (codegen/engines.py NARROW: compute-bound members) one unless cus= is given."""
+        if k.name.endswith(NARROW) and not self.cus_given:
+            return 1
         return self.kernel_cus(k.category, max(1, len(k.members)))
 
     @property

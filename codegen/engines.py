@@ -177,15 +177,15 @@ def datapaths(key: str, level: int, kernels: tuple[Kernel, ...], members: tuple[
     """The engine's members grouped by the words they move (Datapath), in opcode order."""
     category = kernels[0].op.category
     types = {a.name: a.type for a in top.args}
-    groups: dict[tuple, list[tuple[Kernel, Member]]] = {}
+    by_words: dict[tuple, list[tuple[Kernel, Member]]] = {}
+    wide = level == 4
     for k, m in zip(kernels, members):
-        wide = level == 4
-        key = (tuple((p.name, p.dtype.ctype, p.is_output) for p in k.ports), k.lanes if wide else 1,
-               k.compute_lanes if wide else 1,
-               k.op.word if wide and k.compute_lanes == k.lanes else None)  # a narrow word op's lanes call op()
-        groups.setdefault(key, []).append((k, m))
+        words = (tuple((p.name, p.dtype.ctype, p.is_output) for p in k.ports), k.lanes if wide else 1,
+                 k.compute_lanes if wide else 1,
+                 k.op.word if wide and k.compute_lanes == k.lanes else None)  # a narrow word op's lanes call op()
+        by_words.setdefault(words, []).append((k, m))
     out = []
-    for i, ((ports, lanes, compute_lanes, word), group) in enumerate(groups.items()):
+    for i, ((ports, lanes, compute_lanes, word), group) in enumerate(by_words.items()):
         args = dict(group[0][1].args)
         scalar_names = [[dict(m.args)[s.name] for s in k.op.scalars] for k, m in group]
         union = list(dict.fromkeys(a for names in scalar_names for a in names))

@@ -138,11 +138,11 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     lanes = compute_lanes or lanes_of(top)
     out = Resources()
     if category == "gemm" and opt == 4:
-        lanes = gemm_pe[0] * gemm_pe[1]  # the PE array's multiply-adds per cycle
-        # A and B tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=,
-        # which the source leaves to the build).
-        out = out + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
-    elif memories is not None:
+        # The member's own stages around the PE array (which is the CU's: gemm_array): its write
+        # stage's epilogue, alpha * acc + beta * c in float on each lane of a port word, whatever
+        # the dtype (a float16 member's word has 32).
+        return lane_cost(op, "float32", category) * lanes + STREAM * (len(bundles) + 1)
+    if memories is not None:
         out = out + (Resources(bram36=memories["uram_bram36"], uram=memories["uram"]) if uram
                      else Resources(bram36=memories["bram36"]))
     elif opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
@@ -152,6 +152,14 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     if opt >= 2:
         out = out + STREAM * (len(bundles) + 1)
     return out
+
+
+def gemm_array(gemm_pe: tuple[int, int]) -> Resources:
+    """The XCL_OPT 4 GEMM's PE array, once per CU: every member (float32, float16) and a fused GEMM
+    run the same float32 array (kernels/hls/gemm/opt4.cpp.j2), PM x PN multiply-adds, with its a
+    and b tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=, which
+    the source leaves to the build)."""
+    return MAC_F32 * (gemm_pe[0] * gemm_pe[1]) + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
 
 
 def interface(top) -> Resources:
@@ -171,7 +179,7 @@ def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tupl
     parts = [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
                       memories.get(m.name), uram) for m in k.members] \
         or [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
-    per_cu = interface(top)
+    per_cu = interface(top) + (gemm_array(gemm_pe) if k.category == "gemm" and opt == 4 else Resources())
     for part in parts:
         per_cu = per_cu + part
     lanes = max((lanes_of(member_tops[m.name]) for m in k.members), default=lanes_of(top))

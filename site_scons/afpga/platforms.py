@@ -92,10 +92,11 @@ GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32)
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
 # changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does.
 # The GEMM engine holds one array, which its float32 and float16 members share, and the emulated
-# image has the CUs the card's DSP budget gives it (gemm_cus): 16 x 24 gives it the U250's four
-# CUs of that array (four host threads; bench/bench_ops.py --ops mm). `gemm_pe=32x48` emulates the
-# card's array.
-EMU_GEMM_PE = (16, 24)
+# image has the CUs the card's DSP budget gives it (gemm_cus): 16 x 48 is the largest array of which
+# a U250 holds two engine CUs (two host threads). Against four CUs of 16 x 24 (four threads on the
+# project's two cores) it took 14% less CPU time for a 2048^3 mm (bench/bench_ops.py --ops mm;
+# docs/kernels.md, GEMM). `gemm_pe=32x48` emulates the card's array.
+EMU_GEMM_PE = (16, 48)
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:

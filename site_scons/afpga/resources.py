@@ -143,8 +143,7 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
         # the dtype (a float16 member's word has 32).
         return lane_cost(op, "float32", category) * lanes + STREAM * (len(bundles) + 1)
     if memories is not None:
-        out = out + (Resources(bram36=memories["uram_bram36"], uram=memories["uram"]) if uram
-                     else Resources(bram36=memories["bram36"]))
+        out = out + memory_cost(memories, uram)
     elif opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
         word_bits = max(bundles.values(), default=32)
         out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
@@ -152,6 +151,11 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     if opt >= 2:
         out = out + STREAM * (len(bundles) + 1)
     return out
+
+
+def memory_cost(m: dict, uram: bool) -> Resources:
+    """Arrays as codegen/storage.py sums them, on a card with UltraRAM if `uram`."""
+    return Resources(bram36=m["uram_bram36"], uram=m["uram"]) if uram else Resources(bram36=m["bram36"])
 
 
 def gemm_array(gemm_pe: tuple[int, int]) -> Resources:
@@ -182,6 +186,12 @@ def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tupl
     per_cu = interface(top) + (gemm_array(gemm_pe) if k.category == "gemm" and opt == 4 else Resources())
     for part in parts:
         per_cu = per_cu + part
+    # The arrays the members share (a reduce engine's column tiles): once per CU, by name.
+    shared = {}
+    for m in k.members or (k,):
+        shared.update((memories.get(m.name) or {}).get("shared", {}))
+    for m in shared.values():
+        per_cu = per_cu + memory_cost(m, uram)
     lanes = max((lanes_of(member_tops[m.name]) for m in k.members), default=lanes_of(top))
     return KernelEstimate(top.name, k.category, cus, len(top.bundles), lanes, per_cu)
 

@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import perf_model as pm  # noqa: E402  (puts site_scons on sys.path, as SConstruct does)
-from afpga import platforms, variables  # noqa: E402
+from afpga import platforms, resources, variables  # noqa: E402
 from afpga.platforms import ALIASES, PLATFORMS  # noqa: E402
 from codegen.engines import READ_BUNDLE, WRITE_BUNDLE  # noqa: E402
 

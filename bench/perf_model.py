@@ -752,7 +752,7 @@ def gemm_report(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str
     if not rows:
         return rows
     print(f"\nGEMM: projected float32 GFLOP/s for {n} x {n} x {n}, resident, {CLOCK_HZ / 1e6:.0f} MHz; DSPs of the "
-          f"GEMM engine ({rows[0]['members']} member(s), a PE array each) against the budget "
+          f"GEMM engine ({rows[0]['members']} member(s), one PE array a CU that they share) against the budget "
           f"({100 * resources.BUDGET:.0f}% of what the shell leaves) less the rest of the image")
     print_table(["platform", "opt", "PEs", "CUs", "DSPs", "% card", "rest", "left", "fits left", "GFLOP/s", "peak",
                  "bound", "image fits (worst)"],

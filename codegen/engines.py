@@ -242,6 +242,10 @@ def render(e: Engine, env) -> str:
         "  // Buffer addresses, the opcode, the scalars and the start/done handshake: AXI-Lite registers.",
         *(f"  #pragma HLS INTERFACE s_axilite port={a.name}" for a in (*pointers, *scalars)),
         "  #pragma HLS INTERFACE s_axilite port=return",
+        "#ifdef AFPGA_ENGINE_SHARED",
+        "  // What the members share on the card, where their sources say (the GEMM's PE array).",
+        "  AFPGA_ENGINE_SHARED",
+        "#endif",
         f"  switch ({OPCODE}) {{",
     ]
     for d in e.datapaths:

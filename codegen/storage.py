@@ -7,7 +7,9 @@ Read from the same text v++ compiles, like codegen/interface.py.
 HLS puts an array in block RAM unless it is partitioned into registers or is small: each bank (a
 partition) of more than SMALL_BITS bits takes BRAM18s of 18 Kbit (two to a BRAM36); smaller banks
 go to LUTRAM or registers. An array declared in a function counts once (our kernels call each stage
-once per dataflow region).
+once per dataflow region). An array declared `static AFPGA_ENGINE_MEMORY` (file scope) is one that
+every member of an engine uses, one memory per CU: it is reported apart ("shared", by name), for the
+engine to count once.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ UNKNOWN_BITS = 64  # an element of a type the ABI table lacks (a struct accumula
 
 # `T a[N][M];`, `T a[N], b[N];`, `static const T ROM[N] = {...}` (one declarator then)
 _ONE = r"\w+(?:\[[^\]\n]+\])+"
-_DECL = re.compile(rf"^[ \t]*(?:static\s+)?(?:const\s+)?([A-Za-z_][\w:<>, ]*?)\s+({_ONE}(?:\s*,\s*{_ONE})*)\s*[;=]", re.M)
+_DECL = re.compile(rf"^[ \t]*(?:static\s+)?((?:AFPGA_ENGINE_MEMORY\s+)?)(?:const\s+)?([A-Za-z_][\w:<>, ]*?)\s+"
+                   rf"({_ONE}(?:\s*,\s*{_ONE})*)\s*[;=]", re.M)
 _CONST = re.compile(r"\bconst\s+(?:int|unsigned|uint32_t|int32_t|uint64_t|int64_t|size_t)\s+(\w+)\s*=\s*([^;]+);")
 _PARTITION = re.compile(r"#pragma\s+HLS\s+ARRAY_PARTITION\s+([^\n]*)")
 # An array the kernel binds to UltraRAM where the card has it (under `#ifdef AFPGA_URAM`).
@@ -68,8 +71,9 @@ def _evaluate(expr: str, value) -> int | None:
 
 def memories(code: str, resolve=None) -> dict[str, float]:
     """The local arrays of `code`: "bram36" on a card without UltraRAM; "uram" and "uram_bram36" (the
-    rest, in BRAM) on one with it, where the arrays bound to URAM go there. `resolve`: the file's
-    type resolver (codegen/interface.py resolver), if the caller has built it."""
+    rest, in BRAM) on one with it, where the arrays bound to URAM go there; "shared": the same of each
+    array the engine's members share, by name, not in those sums. `resolve`: the file's type
+    resolver (codegen/interface.py resolver), if the caller has built it."""
     names = _constants(code)
     resolve = resolve or interface.resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}
@@ -80,10 +84,11 @@ def memories(code: str, resolve=None) -> dict[str, float]:
         partitions.setdefault(fields.get("variable", ""), []).append((int(fields.get("dim", 1)), kind, factor))
     in_uram = set(_URAM.findall(code))
     total = {"bram36": 0.0, "uram_bram36": 0.0, "uram": 0.0}
+    shared: dict[str, dict[str, float]] = {}
     lines = "\n".join(line for line in code.splitlines() if "[" in line and "(" not in line)  # declarations only
-    arrays = [(ctype, m.group(1), m.group(2)) for ctype, declarators in _DECL.findall(lines)
+    arrays = [(bool(engine), ctype, m.group(1), m.group(2)) for engine, ctype, declarators in _DECL.findall(lines)
               for m in re.finditer(r"(\w+)((?:\[[^\]\n]+\])+)", declarators)]
-    for ctype, name, dims_text in arrays:
+    for engine, ctype, name, dims_text in arrays:
         dims = [_evaluate(d, names) for d in re.findall(r"\[([^\]]+)\]", dims_text)]
         if None in dims:
             continue  # a size the file does not state as a constant: not priced
@@ -98,9 +103,10 @@ def memories(code: str, resolve=None) -> dict[str, float]:
         if bank_bits <= SMALL_BITS:
             continue
         bram = banks * math.ceil(bank_bits / BRAM18_BITS) / 2
-        total["bram36"] += bram
+        into = shared.setdefault(name, {"bram36": 0.0, "uram_bram36": 0.0, "uram": 0.0}) if engine else total
+        into["bram36"] += bram
         if name in in_uram:
-            total["uram"] += banks * math.ceil(bank_bits / URAM_BITS)
+            into["uram"] += banks * math.ceil(bank_bits / URAM_BITS)
         else:
-            total["uram_bram36"] += bram
-    return total
+            into["uram_bram36"] += bram
+    return {**total, "shared": shared} if shared else total

@@ -184,14 +184,15 @@ def test_default_cus_per_level_card_and_engine(repo):
             (U250, 2, (), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
             (U250, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
             (U55C, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
-            # Two members (float32, float16): two 16x16 arrays per CU, 3 CUs in 70% of 12,288 DSPs.
-            (U250, 4, ("gemm_pe=16x16",), {"e_binary": 2, "e_gemm": 3, "e_pair": 1}),
+            # One 16x16 array per CU, which the members (float32, float16) share: 6 CUs in 70% of
+            # 12,288 DSPs, whatever the members' dtypes.
+            (U250, 4, ("gemm_pe=16x16",), {"e_binary": 2, "e_gemm": 6, "e_pair": 1}),
             (U250, 4, ("gemm_pe=16x16", "dtypes=float32"), {"e_binary": 2, "e_gemm": 6, "e_pair": 1}),
             (U250, 4, ("gemm_pe=16x16", "cus=2"), {"e_binary": 2, "e_gemm": 2, "e_pair": 2})]:
         ok(scons(repo, "target=hw", f"platform={platform}", f"opt={opt}", *args, "xclbin"))
         assert nk(repo / f"build/hw/{platform}/opt{opt}") == expected, (platform, opt, args)
     assert u250.stream_cus == 2 and u55c.stream_cus == 2
-    assert platforms.gemm_cus(u250, (16, 16), arrays=2) == 3 and platforms.gemm_cus(u250, (16, 16), arrays=1) == 6
+    assert platforms.gemm_cus(u250, (16, 16)) == 6
     # The binary engine's two CUs at opt=4 on the U250: its four masters on the four banks.
     banks = sp(repo / f"build/hw/{U250}/opt4")
     assert sorted(banks[f"e_binary_{c}.{a}"] for c in (1, 2) for a in ("in1", "out")) == [f"DDR[{b}]" for b in range(4)]

@@ -304,8 +304,8 @@ MLP_NON_GEMM_FALLBACKS: set[str] = set()  # none: ReLU, the MSE loss and the fil
 
 
 def test_default_image_splits_rows_over_its_gemm_cus():
-    """The default emulated image has as many GEMM engine CUs as a U250 holds of its two 16 x 24
-    arrays (float16 and float32 members): 2;
+    """The default emulated image has as many GEMM engine CUs as a U250 holds of its 16 x 48 array
+    (one per CU, which the float16 and float32 members share): 2;
     each computes a band of whole 64-row granules of c, on its own host thread, and the bits are
     those of a one-CU product."""
     aten_fpga.load(4)
@@ -422,3 +422,45 @@ def test_pe_geometry_does_not_change_results(tmp_path):
     assert len(default) == 130 * 300 + 257 * 385 + 65 * 33 + 17 + 300 * 520 + 40 * 50
     assert len(set(default)) > len(default) // 2  # distinct sums, not a constant
     assert default == u250 and default == small
+
+
+@pytest.mark.parametrize("op", ["mm", "mm_t", "bmm", "addmm", "linear"])
+def test_float16_runs_the_float32_array(op):
+    """The float16 member streams its operands, widened, through the float32 member's PE array and
+    rounds each result once: every float16 product is bit for bit the float32 product of the same
+    (widened) inputs, rounded to float16 -- same accumulation order, one array. Inputs are another
+    kernel's outputs (neg), as in a chain."""
+    aten_fpga.load(4)
+    shapes = {"bmm": ((3, 70, 150), (3, 150, 90))}
+    sa, sb = shapes.get(op, ((130, 300), (300, 200)))
+    a, b = randn(sa, torch.float16, ("f16", op, 0)), randn(sb, torch.float16, ("f16", op, 1))
+    bias = randn((sa[0], sb[-1]), torch.float16, ("f16", op, 2))
+
+    def run(x, y, c):
+        x, y, c = torch.neg(dev(x)), torch.neg(dev(y)), torch.neg(dev(c))
+        if op == "mm_t":  # both operands stored transposed (b is turned in the read stage)
+            return torch.mm(x.t().contiguous().t(), y.t().contiguous().t())
+        if op == "bmm":
+            return torch.bmm(x, y)
+        if op == "addmm":
+            return torch.addmm(c, x, y, beta=0.5, alpha=1.5)
+        if op == "linear":
+            return F.linear(x, y.t().contiguous(), c[0])
+        return torch.mm(x, y)
+
+    aten_fpga.reset_stats()
+    half = run(a, b, bias).cpu()
+    single = run(a.float(), b.float(), bias.float()).cpu()
+    products = {k: v for k, v in aten_fpga.stats().items() if k in ("mm", "bmm", "addmm", "linear")}
+    assert sum(v["fpga"] for v in products.values()) == 2, products  # the float16 and the float32 product
+    assert sum(v["cpu_fallback"] for v in products.values()) == 0, products
+    if op in ("addmm", "linear"):
+        # the epilogue adds the float16 bias in float: the float32 run's, rounded once
+        torch.testing.assert_close(half, single.half(), rtol=0, atol=0)
+    else:
+        assert torch.equal(half.view(torch.int16), single.half().view(torch.int16))
+    # and a float16 product of small integers is exact: the CPU's, bit for bit
+    x, y = ints(sa, torch.float16, ("f16i", op)), ints(sb, torch.float16, ("f16i", op, 1))
+    if op != "bmm":
+        torch.testing.assert_close(torch.mm(torch.neg(dev(x)), dev(y)).cpu(), torch.mm(-x.float(), y.float()).half(),
+                                   rtol=0, atol=0)

@@ -91,12 +91,12 @@ GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32)
 
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
 # changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does.
-# The GEMM engine holds an array per member dtype (float16 and float32), and the emulated image
-# has the CUs the card's DSP budget gives it (gemm_cus): 16 x 24 is the largest array of which a
-# U250 holds two engine CUs, and two CUs (two host threads) run a 2048^3 mm about 1.7x faster than
-# one CU of the 16 x 48 array the emulator used before engines (bench/bench_ops.py --ops mm).
-# `gemm_pe=32x48` emulates the card's array.
-EMU_GEMM_PE = (16, 24)
+# The GEMM engine holds one array, which its float32 and float16 members share, and the emulated
+# image has the CUs the card's DSP budget gives it (gemm_cus): 16 x 48 is the largest array of which
+# a U250 holds two engine CUs (two host threads). Against four CUs of 16 x 24 (four threads on the
+# project's two cores) it took 14% less CPU time for a 2048^3 mm (bench/bench_ops.py --ops mm;
+# docs/kernels.md, GEMM). `gemm_pe=32x48` emulates the card's array.
+EMU_GEMM_PE = (16, 48)
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:
@@ -108,7 +108,7 @@ DSP_BUDGET = 0.7  # of a card's DSPs, for the GEMM arrays
 DSPS_PER_MAC = 5  # a float32 multiply-add
 
 
-def gemm_cus(p: Platform, pe: tuple[int, int], arrays: int = 1) -> int:
-    """GEMM engine CUs at the XCL_OPT 4 default: as many as fit in the DSP budget when each CU holds
-    `arrays` PM x PN arrays (one per member dtype), at least one."""
-    return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC * arrays))
+def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
+    """GEMM engine CUs at the XCL_OPT 4 default: as many as fit in the DSP budget, each CU holding
+    one PM x PN array (its members, float32 and float16, share it), at least one."""
+    return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))

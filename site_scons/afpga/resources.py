@@ -138,13 +138,12 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     lanes = min(compute_lanes or lanes_of(top), lanes_of(top))  # an element-per-cycle template has one lane
     out = Resources()
     if category == "gemm" and opt == 4:
-        lanes = gemm_pe[0] * gemm_pe[1]  # the PE array's multiply-adds per cycle
-        # A and B tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=,
-        # which the source leaves to the build).
-        out = out + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
-    elif memories is not None:
-        out = out + (Resources(bram36=memories["uram_bram36"], uram=memories["uram"]) if uram
-                     else Resources(bram36=memories["bram36"]))
+        # The member's own stages around the PE array (which is the CU's: gemm_array): its write
+        # stage's epilogue, alpha * acc + beta * c in float on each lane of a port word, whatever
+        # the dtype (a float16 member's word has 32).
+        return lane_cost(op, "float32", category) * lanes + STREAM * (len(bundles) + 1)
+    if memories is not None:
+        out = out + memory_cost(memories, uram)
     elif opt == 1 or category in ("reduce", "pool", "norm", "fft", "gemm", "im2col"):
         word_bits = max(bundles.values(), default=32)
         out = out + Resources(bram36=math.ceil(TILE_WORDS * word_bits / 36864))
@@ -152,6 +151,19 @@ def datapath(top, category: str, op: str, dtype: str, opt: int, gemm_pe: tuple[i
     if opt >= 2:
         out = out + STREAM * (len(bundles) + 1)
     return out
+
+
+def memory_cost(m: dict, uram: bool) -> Resources:
+    """Arrays as codegen/storage.py sums them, on a card with UltraRAM if `uram`."""
+    return Resources(bram36=m["uram_bram36"], uram=m["uram"]) if uram else Resources(bram36=m["bram36"])
+
+
+def gemm_array(gemm_pe: tuple[int, int]) -> Resources:
+    """The XCL_OPT 4 GEMM's PE array, once per CU: every member (float32, float16) and a fused GEMM
+    run the same float32 array (kernels/hls/gemm/opt4.cpp.j2), PM x PN multiply-adds, with its a
+    and b tiles double-buffered, one BRAM36 bank per PE row and column (sized by gemm_pe=, which
+    the source leaves to the build)."""
+    return MAC_F32 * (gemm_pe[0] * gemm_pe[1]) + Resources(bram36=2 * (gemm_pe[0] + gemm_pe[1]))
 
 
 # A pointwise engine's shared datapath (codegen/engines.py Datapath): its members' element
@@ -194,19 +206,24 @@ def kernel_estimate(top, k, member_tops: dict, cus: int, opt: int, gemm_pe: tupl
     """`k`: the gen.KernelSource of `top`; an engine's members each bring their datapath and arrays,
     but those of one shared datapath (`datapaths`: lists of opcodes) bring one together."""
     memories = memories or {}
-    shared = [[k.members[i] for i in opcodes] for opcodes in datapaths or ()]
+    groups = [[k.members[i] for i in opcodes] for opcodes in datapaths or ()]
     alone = set(range(len(k.members))) - {i for opcodes in datapaths or () for i in opcodes}
-    parts = [shared_datapath(member_tops[ms[0].name], ms, k.category, opt) for ms in shared]
-    if shared and top.name in memories:  # the shared datapaths' arrays, in the engine's own source
-        own = memories[top.name]
-        parts.append(Resources(bram36=own["uram_bram36"], uram=own["uram"]) if uram else Resources(bram36=own["bram36"]))
+    parts = [shared_datapath(member_tops[ms[0].name], ms, k.category, opt) for ms in groups]
+    if groups and top.name in memories:  # the shared datapaths' arrays, in the engine's own source
+        parts.append(memory_cost(memories[top.name], uram))
     parts += [datapath(member_tops[m.name], m.category, m.op, m.dtype, opt, gemm_pe, m.compute_lanes,
                        memories.get(m.name), uram) for i, m in enumerate(k.members) if i in alone]
     if not k.members:
         parts = [datapath(top, k.category, k.op, k.dtype, opt, gemm_pe, None, memories.get(k.name), uram)]
-    per_cu = interface(top)
+    per_cu = interface(top) + (gemm_array(gemm_pe) if k.category == "gemm" and opt == 4 else Resources())
     for part in parts:
         per_cu = per_cu + part
+    # The arrays the members share (a reduce engine's column tiles): once per CU, by name.
+    shared = {}
+    for m in k.members or (k,):
+        shared.update((memories.get(m.name) or {}).get("shared", {}))
+    for m in shared.values():
+        per_cu = per_cu + memory_cost(m, uram)
     lanes = max((lanes_of(member_tops[m.name]) for m in k.members), default=lanes_of(top))
     return KernelEstimate(top.name, k.category, cus, len(top.bundles), lanes, per_cu)
 

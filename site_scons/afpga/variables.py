@@ -20,7 +20,7 @@ MAX_CUS = 64
 
 # Engines whose kernels stream their operands once (memory bound): at XCL_OPT 3 and 4 they get
 # Platform.stream_cus CUs, enough CU ports to keep the card's banks busy; the compute-bound ones
-# (gemm, fft, ...) keep one, the GEMM engine as many as its PE arrays fit in the card's DSPs.
+# (gemm, fft, ...) keep one, the GEMM engine as many CUs as its PE array fits in the card's DSPs.
 STREAMING = frozenset({"unary", "binary", "ternary", "reduce", "copy", "fill"})
 
 
@@ -48,22 +48,22 @@ class Config:
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
     march: str = "native"  # target=emu: g++'s -march for the image
 
-    def kernel_cus(self, category: str, arrays: int = 1) -> int:
+    def kernel_cus(self, category: str) -> int:
         """CUs of the engine of `category`: `cus` if given; else the streaming engines get `cus`, the
-        GEMM engine at XCL_OPT 4 as many CUs as its `arrays` PE arrays (one per member dtype) fit
-        in the card's DSP budget (platforms.gemm_cus), and every other engine one."""
+        GEMM engine at XCL_OPT 4 as many CUs as its PE array (one per CU, whatever its members'
+        dtypes) fits in the card's DSP budget (platforms.gemm_cus), and every other engine one."""
         if self.cus_given or category in STREAMING:
             return self.cus
         if category == "gemm" and self.opt == 4:
-            return platforms.gemm_cus(self.platform, self.gemm_pe, arrays)
+            return platforms.gemm_cus(self.platform, self.gemm_pe)
         return 1
 
     def engine_cus(self, k) -> int:
-        """CUs of engine `k` (a gen.KernelSource): the GEMM engine holds a PE array per member; a
-        narrow engine (codegen/engines.py NARROW: compute-bound members) one unless cus= is given."""
+        """CUs of engine `k` (a gen.KernelSource); a narrow engine (codegen/engines.py NARROW:
+        compute-bound members) one unless cus= is given."""
         if k.name.endswith(NARROW) and not self.cus_given:
             return 1
-        return self.kernel_cus(k.category, max(1, len(k.members)))
+        return self.kernel_cus(k.category)
 
     @property
     def hardware(self) -> bool:
@@ -127,7 +127,7 @@ def declare(args, kernel_names, dtypes) -> Variables:
                        map=platforms.ALIASES))
     v.Add("cus", f"compute units per engine, 1-{MAX_CUS} (default: at opt=3 and 4, as on the card, the streaming "
                  f"engines get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.stream_cus}" for p in platforms.PLATFORMS.values())
-                 + "; gemm as many as its PE arrays fit in ~70% of the DSPs; else 1)", "",
+                 + "; gemm as many as its PE array fits in ~70% of the DSPs; else 1)", "",
           _whole(1, MAX_CUS))
     v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
           _whole(50, 1000))

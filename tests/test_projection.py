@@ -25,7 +25,7 @@ def test_twice_the_bytes_about_twice_the_time():
     img = pj.image(4, plat("u250"))
     for member in (ADD, "v_neg_float32", "v_exp_float32", "v_sum_float32"):
         one, two = pj.launch_seconds(img, member, BIG), pj.launch_seconds(img, member, 2 * BIG)
-        assert two / one == pytest.approx(2, rel=0.02), member
+        assert two / one == pytest.approx(2, rel=0.05), member  # a reduction's row drains amortize a little
     # small launches are their latency: the bytes hardly count
     assert pj.launch_seconds(img, ADD, 2048) == pytest.approx(pj.launch_seconds(img, ADD, 1024), rel=0.05)
 
@@ -71,7 +71,9 @@ def test_report_projects_each_op_on_the_loaded_images_card():
     img = pj.loaded_image()
     assert img.platform.alias == "u250"  # the emulated image is planned for the U250
     per = neg["by_kernel"]["v_neg_float32"]["bytes"] / 2
-    assert neg["projected_seconds"] == pytest.approx(2 * pj.launch_seconds(img, "v_neg_float32", per))
+    assert neg["bytes_to_device"] == 4 << 20  # the first neg synced x to the device: over the host link
+    link = neg["bytes_to_device"] / (img.platform.host_link_gbps * 1e9)
+    assert neg["projected_seconds"] == pytest.approx(2 * pj.launch_seconds(img, "v_neg_float32", per) + link)
     assert neg["projected_joules"] == pytest.approx(225 * neg["projected_seconds"])
     mm = next(r for op, r in rep.items() if "v_gemm_float32" in r["by_kernel"])
     assert mm["by_kernel"]["v_gemm_float32"]["work"] == 64 * 32 * 128  # multiply-adds, over its CUs

@@ -82,6 +82,7 @@ def plan_of(rows: dict, workload: str = "") -> dict:
                    "kernel" if not r["cpu_fallback"] else "kernel and fallback",
                    "fpga": r["fpga"], "cpu_fallback": r["cpu_fallback"],
                    "bytes_to_device": r["bytes_to_device"], "bytes_to_host": r["bytes_to_host"],
+                   "fallback_cpu_ms": round(r["cpu_seconds"] * 1e3, 6) if r["cpu_fallback"] else 0,
                    "kernels": kernels, "projected_ms": round(projected[op]["projected_seconds"] * 1e3, 6)}
     ran = [k for o in ops.values() for k in o["kernels"].values() if "op" in k]
     total = sum(p["projected_seconds"] for p in projected.values())
@@ -92,6 +93,16 @@ def plan_of(rows: dict, workload: str = "") -> dict:
             "build": {"kernels": sorted({k["op"] for k in ran}), "dtypes": sorted({k["dtype"] for k in ran}),
                       "cus": {}},
             "ops": ops}
+
+
+def rows_of(doc: dict) -> dict:
+    """report()-style rows of a plan (a loaded plan file), to project it on any image:
+    projection.project_rows(rows_of(plan), projection.image(4, platform, kernels, dtypes, gemm_pe))."""
+    return {op: {"fpga": o["fpga"], "cpu_fallback": o["cpu_fallback"], "bytes_to_device": o["bytes_to_device"],
+                 "bytes_to_host": o["bytes_to_host"], "cpu_seconds": o.get("fallback_cpu_ms", 0) / 1e3,
+                 "by_kernel": {n: {"launches": k["launches"], "bytes": k["bytes"], "work": k["work"]}
+                               for n, k in o["kernels"].items()}}
+            for op, o in doc["ops"].items()}
 
 
 def write(path: str | os.PathLike, rows: dict, workload: str = "") -> dict:

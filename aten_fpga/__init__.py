@@ -25,7 +25,13 @@ if not hasattr(torch, "fpga"):
     torch._register_device_module("fpga", _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
-__all__ = ["load", "image", "stats", "reset_stats", "format_stats", "report", "format_report"]
+__all__ = ["load", "image", "stats", "reset_stats", "format_stats", "report", "format_report", "record"]
+
+# Which size arguments make a launch's work (report()'s by_kernel "work"), for the arrays the
+# projection prices by it (aten_fpga/projection.py compute_seconds): a GEMM's multiply-adds, an
+# FFT's samples. The host counts it per op and kernel (host/ps/stats.h set_work_specs).
+WORK_SPECS = (("m", "n", "k", "batch"), ("batch", "2^log2n"))
+_C.set_work_specs([list(s) for s in WORK_SPECS])
 
 
 _LOADABLE = ("an XCL_OPT level 1-4 (the emulated image `scons opt=N` builds), an image folder (e.g. "
@@ -55,6 +61,7 @@ def load(image: str | int | os.PathLike) -> str:
         elif not os.path.exists(path):
             raise FileNotFoundError(f"no fpga device image at {path}: build it with `scons` (or check the path)")
     _C.load_image(path)
+    _C.set_projection("", {})  # the profiler's projected times were the previous image's
     return path
 
 
@@ -67,25 +74,43 @@ def stats() -> dict[str, dict[str, int]]:
     """Per ATen op: how many times it ran on the FPGA (a run counts only when the op launched at
     least one kernel) and how many times it fell back to the CPU."""
     return {op: {"fpga": r["fpga"], "cpu_fallback": r["cpu_fallback"]}
-            for op, r in report().items() if r["fpga"] or r["cpu_fallback"]}
+            for op, r in _rows().items() if r["fpga"] or r["cpu_fallback"]}
 
 
-def report() -> dict[str, dict[str, float]]:
+def _rows() -> dict[str, dict]:
+    """report()'s rows as the host counted them (no projection)."""
+    rows = {}
+    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns, launches, kernels, kernel_bytes) in sorted(_C.stats().items()):
+        rows[op] = {"fpga": fpga, "launches": launches,
+                    "kernels": {k: v[0] for k, v in sorted(kernels.items())},
+                    "by_kernel": {k: {"launches": n, "bytes": b, "work": w,
+                                      "sizes": [dict(sizes, launches=c) for sizes, c in recorded]}
+                                  for k, (n, b, w, recorded) in sorted(kernels.items())},
+                    "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
+                    "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9, "kernel_bytes": kernel_bytes}
+    return rows
+
+
+def report(platform: str | None = None) -> dict[str, dict[str, float]]:
     """Per ATen op: FPGA runs, the kernel launches they made (in all, and per kernel), CPU
     fallbacks, bytes synced host->device and device->host (the traffic a card would see over
     PCIe), and seconds spent in FPGA kernels (syncs, device-side copies and runs) and on the host
     (CPU fallback and copies, their syncs included), and `kernel_bytes`: the device memory the
     kernels' buffer arguments span -- what they read and write in device memory (per launch and
     buffer, from the first byte passed to the end of the tensor's allocation). Syncs outside any op
-    are under "(outside ops)"; copies are under "_copy_from"."""
-    rows = {}
-    for op, (fpga, cpu, to_dev, to_host, fpga_ns, cpu_ns, launches, kernels, kernel_bytes) in sorted(_C.stats().items()):
-        rows[op] = {"fpga": fpga, "launches": launches, "kernels": dict(sorted(kernels.items())),
-                    "cpu_fallback": cpu, "bytes_to_device": to_dev, "bytes_to_host": to_host,
-                    "fpga_seconds": fpga_ns / 1e9, "cpu_seconds": cpu_ns / 1e9, "kernel_bytes": kernel_bytes}
-    return rows
+    are under "(outside ops)"; copies are under "_copy_from".
 
+    `by_kernel`: per kernel, its launches, bytes, work (a GEMM's multiply-adds, an FFT's samples)
+    and, inside aten_fpga.record(), its launches' size arguments. `projected_seconds`: what the op
+    would take on a card (`platform`, default the one the loaded image was built for: the U250 for
+    the emulated image), from the perf model (aten_fpga.projection); `projected_joules`: the card's
+    board power times that; `projected_missing`: kernels that card's image lacks."""
+    from . import projection
 
+    rows = _rows()
+    if not rows:
+        return rows
+    return projection.project_rows(rows, projection.loaded_image(platform))
 def reset_stats() -> None:
     """Zero every counter of stats() and report()."""
     _C.reset_stats()
@@ -102,12 +127,23 @@ def format_stats() -> str:
                   [[op, str(r["fpga"]), str(r["cpu_fallback"])] for op, r in stats().items()])
 
 
-def format_report() -> str:
-    """report() as a table, the ops that moved the most bytes first."""
-    rows = sorted(report().items(), key=lambda kv: -(kv[1]["bytes_to_device"] + kv[1]["bytes_to_host"]))
-    return _table(["op", "fpga", "launches", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms"],
-                  [[op, str(r["fpga"]), str(r["launches"]), str(r["cpu_fallback"]), _bytes(r["bytes_to_device"]), _bytes(r["bytes_to_host"]),
-                    f"{r['fpga_seconds'] * 1e3:.3f}", f"{r['cpu_seconds'] * 1e3:.3f}"] for op, r in rows])
+def format_report(platform: str | None = None) -> str:
+    """report() as a table, the ops that moved the most bytes first, with each op's projected time
+    and energy on `platform` (default: the loaded image's) and the totals."""
+    from . import projection
+
+    img = projection.loaded_image(platform)
+    rows = sorted(report(platform).items(), key=lambda kv: -(kv[1]["bytes_to_device"] + kv[1]["bytes_to_host"]))
+    table = _table(["op", "fpga", "launches", "cpu_fallback", "to_device", "to_host", "fpga_ms", "cpu_ms",
+                    f"{img.platform.alias}_ms", f"{img.platform.alias}_mJ"],
+                   [[op, str(r["fpga"]), str(r["launches"]), str(r["cpu_fallback"]), _bytes(r["bytes_to_device"]),
+                     _bytes(r["bytes_to_host"]), f"{r['fpga_seconds'] * 1e3:.3f}", f"{r['cpu_seconds'] * 1e3:.3f}",
+                     f"{r['projected_seconds'] * 1e3:.3f}",
+                     "-" if r["projected_joules"] is None else f"{r['projected_joules'] * 1e3:.3f}"] for op, r in rows])
+    seconds = sum(r["projected_seconds"] for _, r in rows)
+    watts = projection.board_watts(img)
+    energy = f", {watts * seconds * 1e3:.3f} mJ at {watts} W board power" if watts else ""
+    return (f"{table}\nprojected on {img.platform.alias} (opt={img.level}): {seconds * 1e3:.3f} ms{energy}")
 
 
 def _bytes(n: int) -> str:
@@ -141,3 +177,5 @@ def _register_distributed() -> None:
 
 
 _register_distributed()
+
+from .record import record  # noqa: E402  (the function: `with aten_fpga.record(path):`)

@@ -34,7 +34,7 @@ def test_report_counts_launches_fallbacks_and_bytes_each_way():
     del host
     text = aten_fpga.format_report()
     assert text.splitlines()[0].split() == ["op", "fpga", "launches", "cpu_fallback", "to_device", "to_host",
-                                            "fpga_ms", "cpu_ms"]
+                                            "fpga_ms", "cpu_ms", "u250_ms", "u250_mJ"]
     assert any(line.split()[:4] == ["add.out", "2", "2", "0"] for line in text.splitlines())
     aten_fpga.reset_stats()
     assert aten_fpga.report() == {} and aten_fpga.stats() == {}

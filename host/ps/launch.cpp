@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 
 #include "allocator.h"
+#include "projection.h"
 #include "runtime.h"
 #include "thread_state.h"
 
@@ -53,6 +56,7 @@ RunArgs& RunArgs::bits(uint64_t raw) {
 
 RunArgs& RunArgs::size(int64_t n) {
   TORCH_INTERNAL_ASSERT(n >= 0, info_->name, ": negative size ", n);
+  sizes_->push_back({unit_, static_cast<uint32_t>(args_->size()), n});
   return bits(static_cast<uint64_t>(n));
 }
 
@@ -74,6 +78,54 @@ c10::SmallVector<CuRange, 8> KernelLaunch::split(int64_t items, int64_t granule,
 }
 
 namespace {
+// The launch's work (stats.h set_work_specs): per unit, the product of the first spec's arguments
+// (all of whose names the kernel has), summed over the units.
+int64_t launch_work(const KernelInfo& info, const SizeArgs& sizes, size_t units) {
+  for (const std::vector<std::string>& spec : work_specs()) {
+    int64_t total = 0;
+    bool complete = true;
+    for (uint32_t u = 0; u < units && complete; ++u) {
+      int64_t product = 1;
+      for (const std::string& name : spec) {
+        const bool pow2 = name.rfind("2^", 0) == 0;
+        const std::string_view want = pow2 ? std::string_view(name).substr(2) : std::string_view(name);
+        auto it = std::find_if(sizes.begin(), sizes.end(),
+                               [&](const SizeArg& s) { return s.unit == u && info.args[s.arg].name == want; });
+        if (it == sizes.end()) {
+          complete = false;
+          break;
+        }
+        product *= pow2 ? (int64_t(1) << std::min<int64_t>(it->value, 62)) : it->value;
+      }
+      total += product;
+    }
+    if (complete) return total;
+  }
+  return 0;
+}
+
+// The launch's sizes by argument name: one value where every unit had the same, else their sum.
+LaunchSizes launch_sizes(const KernelInfo& info, const SizeArgs& sizes) {
+  LaunchSizes out;
+  c10::SmallVector<std::pair<int64_t, bool>, 16> sum_shared;  // per name: the units' sum, all equal
+  for (const SizeArg& s : sizes) {
+    const std::string& name = info.args[s.arg].name;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == name; });
+    if (it == out.end()) {
+      out.emplace_back(name, s.value);
+      sum_shared.push_back({s.value, true});
+    } else {
+      auto& [sum, shared] = sum_shared[static_cast<size_t>(it - out.begin())];
+      sum += s.value;
+      shared = shared && it->second == s.value;
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!sum_shared[i].second) out[i].second = sum_shared[i].first;
+  }
+  return out;
+}
+
 // Argument lists reused per thread, one set per nesting depth (a driver preparing its operands may
 // launch copy kernels of its own): a launch allocates nothing once they have grown.
 struct ThreadRuns {
@@ -104,7 +156,7 @@ RunArgs KernelLaunch::add_run() {
   if (runs.size() <= units_) runs.emplace_back();
   std::vector<KernelArg>& args = runs[units_++];
   args.clear();
-  return RunArgs(*info_, args, spans_);
+  return RunArgs(*info_, args, spans_, sizes_, static_cast<uint32_t>(units_ - 1));
 }
 
 void KernelLaunch::run() {
@@ -116,18 +168,31 @@ void KernelLaunch::run() {
                 " arguments; compute unit ", u, " was given ", runs[u].size(),
                 " (the kernel's ops.yaml and its host driver disagree)");
   }
-  // The launch as a named range in torch.profiler (nothing to make when no profiler is active).
+  int64_t bytes = 0;
+  for (const BufferSpan& s : spans_) bytes += static_cast<int64_t>(s.end > s.begin ? s.end - s.begin : 0);
+  spans_.clear();
+  const int64_t work = launch_work(*info_, sizes_, units_);
+  // The launch as a named range in torch.profiler (nothing to make when no profiler is active),
+  // carrying its projected seconds on a card (projection.h) as keyword inputs (record_shapes=True).
   if (auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION); C10_UNLIKELY(callbacks)) {
     at::RecordFunction range(std::move(*callbacks));
-    range.before(std::string_view(info_->name));
+    if (range.needsInputs()) {
+      const std::unordered_map<std::string, c10::IValue> kwargs = projection_kwargs(info_->name, bytes, work);
+      range.before(std::string_view(info_->name), &kwargs);
+    } else {
+      range.before(std::string_view(info_->name));
+    }
     device_->run(*info_, runs);
   } else {
     device_->run(*info_, runs);
   }
-  int64_t bytes = 0;
-  for (const BufferSpan& s : spans_) bytes += static_cast<int64_t>(s.end > s.begin ? s.end - s.begin : 0);
-  spans_.clear();
-  record_launch(info_->name, bytes);
+  if (C10_UNLIKELY(record_sizes())) {
+    LaunchSizes sizes = launch_sizes(*info_, sizes_);
+    record_launch(info_->name, bytes, work, &sizes);
+  } else {
+    record_launch(info_->name, bytes, work);
+  }
+  sizes_.clear();
   booking_.done();
   units_ = 0;
 }

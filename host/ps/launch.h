@@ -54,10 +54,18 @@ struct BufferSpan {
 };
 using BufferSpans = c10::SmallVector<BufferSpan, 8>;
 
+// A size argument a unit was given: its unit, argument index and value (a launch's work and, while
+// recorded, its sizes: stats.h).
+struct SizeArg {
+  uint32_t unit, arg;
+  int64_t value;
+};
+using SizeArgs = c10::SmallVector<SizeArg, 16>;
+
 class RunArgs {
  public:
-  RunArgs(const KernelInfo& info, std::vector<KernelArg>& args, BufferSpans& spans)
-      : info_(&info), args_(&args), spans_(&spans) {}
+  RunArgs(const KernelInfo& info, std::vector<KernelArg>& args, BufferSpans& spans, SizeArgs& sizes, uint32_t unit)
+      : info_(&info), args_(&args), spans_(&spans), sizes_(&sizes), unit_(unit) {}
   // A buffer from byte_offset; `bytes`: how far the unit reaches (its end by default).
   RunArgs& buffer(Allocation* a, size_t byte_offset, size_t bytes = SIZE_MAX);
   RunArgs& scalar(const c10::Scalar& value);  // encoded as the kernel declares the argument
@@ -69,6 +77,8 @@ class RunArgs {
   const KernelInfo* info_;
   std::vector<KernelArg>* args_;
   BufferSpans* spans_;
+  SizeArgs* sizes_;
+  uint32_t unit_;
 };
 
 class KernelLaunch {
@@ -107,6 +117,7 @@ class KernelLaunch {
   std::vector<std::vector<KernelArg>>* runs_;
   size_t units_ = 0;  // runs added
   BufferSpans spans_;
+  SizeArgs sizes_;
 };
 
 }  // namespace aten_fpga

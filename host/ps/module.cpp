@@ -9,6 +9,7 @@
 #include "allocator.h"
 #include "generator.h"
 #include "runtime.h"
+#include "projection.h"
 #include "stats.h"
 #include "xrt_device.h"
 
@@ -101,12 +102,34 @@ PYBIND11_MODULE(_C, m) {
     py::dict out;
     for (const auto& [op, c] : aten_fpga::stats_snapshot()) {
       py::dict kernels;
-      for (const auto& [k, n] : c.kernels) kernels[py::str(k)] = n;
+      for (const auto& [k, n] : c.kernels) {
+        py::list sizes;
+        for (const auto& [named, count] : n.sizes) {
+          py::dict d;
+          for (const auto& [name, value] : named) d[py::str(name)] = value;
+          sizes.append(py::make_tuple(d, count));
+        }
+        kernels[py::str(k)] = py::make_tuple(n.launches, n.bytes, n.work, sizes);
+      }
       out[py::str(op)] = py::make_tuple(c.fpga_runs, c.cpu_fallbacks, c.bytes_to_device, c.bytes_to_host,
                                         c.fpga_ns, c.cpu_ns, c.launches, kernels, c.kernel_bytes);
     }
     return out;
-  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, {kernel: launches}, kernel_bytes)}");
+  }, "{op: (fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, "
+     "{kernel: (launches, bytes, work, [({size argument: value}, launches)])}, kernel_bytes)}");
+  m.def("set_work_specs", &aten_fpga::set_work_specs, py::arg("specs"),
+        "per kernel, the first list of size-argument names it has all of makes a launch's work (\"2^x\": 2**x)");
+  m.def("set_record_sizes", &aten_fpga::set_record_sizes, py::arg("on"),
+        "count every launch's size arguments per op and kernel (stats()) while on");
+  m.def("set_projection", [](std::string platform, const std::map<std::string, std::tuple<std::vector<double>, double, double>>& kernels) {
+    std::unordered_map<std::string, aten_fpga::KernelProjection> table;
+    for (const auto& [name, k] : kernels) {
+      table.emplace(name, aten_fpga::KernelProjection{std::get<0>(k), std::get<1>(k), std::get<2>(k)});
+    }
+    aten_fpga::set_projection(std::move(platform), std::move(table));
+  }, py::arg("platform"), py::arg("kernels"),
+     "{kernel: (seconds at 2**i bytes, fixed seconds, seconds per work)}: the projected seconds torch.profiler "
+     "ranges carry (an empty table removes them)");
   m.def("reset_stats", &aten_fpga::reset_stats);
   m.def("memory_stats", &memory_stats_dict, py::arg("device") = 0);
   m.def("reset_peak_memory_stats", &aten_fpga::reset_peak_memory_stats, py::arg("device") = 0);

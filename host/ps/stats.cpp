@@ -20,6 +20,8 @@ struct ThreadAccount {
   bool in_kernel = false;
   int64_t pending_ns = 0, pending_to_device = 0, pending_to_host = 0;
   c10::SmallVector<int64_t, 4> pending_bytes;  // per pending launch: device memory it spans
+  c10::SmallVector<int64_t, 4> pending_work;   // per pending launch: its work (launch_work)
+  std::vector<std::pair<size_t, LaunchSizes>> pending_sizes;  // (launch index, sizes) while recorded
   c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
   int64_t epoch = 0;  // launches so far
   // The counters (OpStats::kernels values) this thread last booked launches to, by op and kernel
@@ -29,7 +31,7 @@ struct ThreadAccount {
     const OpStats* op;
     const std::string* kernel;
     uint64_t generation;
-    std::atomic<int64_t>* count;
+    KernelCounts* count;
   };
   Slot slots[8] = {};
   unsigned next_slot = 0;
@@ -45,14 +47,17 @@ std::unordered_map<std::string, std::unique_ptr<OpStats>>& table() {
 // Each thread's account, made on its first use (one TLS lookup per access).
 inline ThreadAccount& account() { return ThreadState<ThreadAccount>::get(); }
 
-// The launch counter of `kernel` in op `s`.
-std::atomic<int64_t>& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {
+std::atomic<bool> sizes_on{false};
+std::vector<std::vector<std::string>> specs;
+
+// The launch counters of `kernel` in op `s`.
+KernelCounts& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kernel) {
   const uint64_t generation = image_generation();
   for (const ThreadAccount::Slot& slot : a.slots) {
     if (slot.op == &s && slot.kernel == kernel && slot.generation == generation) return *slot.count;
   }
   std::lock_guard<std::mutex> g(s.kernels_mu);
-  std::atomic<int64_t>& count = s.kernels.try_emplace(*kernel, 0).first->second;
+  KernelCounts& count = s.kernels.try_emplace(*kernel).first->second;
   a.slots[a.next_slot++ % 8] = {&s, kernel, generation, &count};
   return count;
 }
@@ -63,6 +68,11 @@ OpStats& unattributed() {
   return s;
 }
 }  // namespace
+
+void set_work_specs(std::vector<std::vector<std::string>> s) { specs = std::move(s); }
+const std::vector<std::vector<std::string>>& work_specs() { return specs; }
+void set_record_sizes(bool on) { sizes_on.store(on, std::memory_order_relaxed); }
+bool record_sizes() { return sizes_on.load(std::memory_order_relaxed); }
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -83,14 +93,28 @@ void RunCounter::book_pending(ThreadAccount& a, size_t first_launch) {
   if (a.pending_launches.size() <= first_launch) return;
   owner_->launches.fetch_add(static_cast<int64_t>(a.pending_launches.size() - first_launch),
                              std::memory_order_relaxed);
-  for (size_t i = first_launch; i < a.pending_launches.size(); ++i) {
-    kernel_count(a, *owner_, a.pending_launches[i]).fetch_add(1, std::memory_order_relaxed);
-  }
   int64_t bytes = 0;
-  for (size_t i = first_launch; i < a.pending_bytes.size(); ++i) bytes += a.pending_bytes[i];
+  for (size_t i = first_launch; i < a.pending_launches.size(); ++i) {
+    KernelCounts& k = kernel_count(a, *owner_, a.pending_launches[i]);
+    k.launches.fetch_add(1, std::memory_order_relaxed);
+    k.bytes.fetch_add(a.pending_bytes[i], std::memory_order_relaxed);
+    if (a.pending_work[i]) k.work.fetch_add(a.pending_work[i], std::memory_order_relaxed);
+    bytes += a.pending_bytes[i];
+  }
   owner_->kernel_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  // The recorded sizes of the launches booked (they are in launch order).
+  auto first = std::find_if(a.pending_sizes.begin(), a.pending_sizes.end(),
+                            [&](const auto& p) { return p.first >= first_launch; });
+  if (first != a.pending_sizes.end()) {
+    std::lock_guard<std::mutex> g(owner_->kernels_mu);
+    for (auto it = first; it != a.pending_sizes.end(); ++it) {
+      owner_->kernels[*a.pending_launches[it->first]].sizes[std::move(it->second)] += 1;
+    }
+    a.pending_sizes.erase(first, a.pending_sizes.end());
+  }
   a.pending_launches.resize(first_launch);
   a.pending_bytes.resize(first_launch);
+  a.pending_work.resize(first_launch);
 }
 
 void RunCounter::add_run(LaunchMark since) {
@@ -151,10 +175,12 @@ KernelBooking::~KernelBooking() {
   }
 }
 
-void record_launch(const std::string& kernel, int64_t bytes) {
+void record_launch(const std::string& kernel, int64_t bytes, int64_t work, LaunchSizes* sizes) {
   ThreadAccount& a = account();
+  if (sizes != nullptr) a.pending_sizes.emplace_back(a.pending_launches.size(), std::move(*sizes));
   a.pending_launches.push_back(&kernel);
   a.pending_bytes.push_back(bytes);
+  a.pending_work.push_back(work);
   a.epoch += 1;
 }
 
@@ -178,7 +204,10 @@ std::map<std::string, OpCounts> stats_snapshot() {
     {
       std::lock_guard<std::mutex> k(s->kernels_mu);
       for (const auto& [kernel, count] : s->kernels) {
-        if (const int64_t n = count.load(std::memory_order_relaxed)) c.kernels.emplace(kernel, n);
+        if (const int64_t n = count.launches.load(std::memory_order_relaxed)) {
+          c.kernels.emplace(kernel, KernelSnapshot{n, count.bytes.load(std::memory_order_relaxed),
+                                                   count.work.load(std::memory_order_relaxed), count.sizes});
+        }
       }
     }
     if (c.fpga_runs || c.cpu_fallbacks || c.bytes_to_device || c.bytes_to_host || c.fpga_ns || c.cpu_ns) {
@@ -196,7 +225,10 @@ void reset_stats() {
     for (auto* c : {&s.cpu_fallbacks, &s.bytes_to_device, &s.bytes_to_host, &s.fpga_ns, &s.cpu_ns, &s.launches,
                     &s.kernel_bytes}) c->store(0);
     std::lock_guard<std::mutex> k(s.kernels_mu);
-    for (auto& kv : s.kernels) kv.second.store(0);  // not erased: threads keep pointers to the counts
+    for (auto& kv : s.kernels) {  // not erased: threads keep pointers to the counts
+      for (auto* c : {&kv.second.launches, &kv.second.bytes, &kv.second.work}) c->store(0);
+      kv.second.sizes.clear();
+    }
   }
 }
 

@@ -17,6 +17,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace aten_fpga {
 
@@ -49,6 +51,17 @@ class RunCounter {
   OpStats* owner_;
 };
 
+// One kernel's launches for one op: how many, the device memory they span, their work (launch_work:
+// what the projection's compute arrays count) and, while sizes are recorded (set_record_sizes), how
+// often each launch's size arguments occurred (under the op's kernels_mu).
+struct KernelCounts {
+  std::atomic<int64_t> launches{0}, bytes{0}, work{0};
+  std::map<std::vector<std::pair<std::string, int64_t>>, int64_t> sizes;
+};
+
+// A launch's size arguments by name: a value every CU was given once, one the CUs split summed.
+using LaunchSizes = std::vector<std::pair<std::string, int64_t>>;
+
 struct OpStats {
   explicit OpStats(std::string op_name) : name(std::move(op_name)) {}
   const std::string name;
@@ -60,10 +73,10 @@ struct OpStats {
   std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
   std::atomic<int64_t> launches{0};  // kernel launches (one per KernelLaunch::run, all CUs)
   std::atomic<int64_t> kernel_bytes{0};  // device memory the launches' buffer arguments span
-  // Launches per kernel name. Entries are added under kernels_mu and never erased (reset_stats
-  // zeroes them), so a thread that found a counter once counts into it without the lock.
+  // Per kernel name. Entries are added under kernels_mu and never erased (reset_stats zeroes
+  // them), so a thread that found a counter once counts into it without the lock.
   std::mutex kernels_mu;
-  std::map<std::string, std::atomic<int64_t>> kernels;
+  std::map<std::string, KernelCounts> kernels;
 };
 
 // The counters of one op ("add.out"), created on first use; the reference stays valid.
@@ -103,11 +116,25 @@ void record_sync(bool to_device, int64_t bytes);
 // A kernel launch (KernelLaunch::run), booked to the op whose wrapper counts the run next on this
 // thread. `kernel` must stay valid until then (it is the image's kernel name). `bytes`: the device
 // memory its buffer arguments span (what it may read and write).
-void record_launch(const std::string& kernel, int64_t bytes = 0);
+// `work`: launch_work of its units' sizes; `sizes`: its size arguments, kept while sizes are recorded.
+void record_launch(const std::string& kernel, int64_t bytes = 0, int64_t work = 0, LaunchSizes* sizes = nullptr);
 
+// Which size arguments make a launch's work: per kernel, the first spec all of whose names it has,
+// the product over its CUs of those arguments' values ("2^x": 2 to the x), summed over its CUs;
+// 0 when none applies. Set by the Python package (aten_fpga.projection) before any launch.
+void set_work_specs(std::vector<std::vector<std::string>> specs);
+const std::vector<std::vector<std::string>>& work_specs();
+// While on, every launch's size arguments are counted per op and kernel (aten_fpga.record).
+void set_record_sizes(bool on);
+bool record_sizes();
+
+struct KernelSnapshot {
+  int64_t launches, bytes, work;
+  std::map<LaunchSizes, int64_t> sizes;
+};
 struct OpCounts {
   int64_t fpga_runs, cpu_fallbacks, bytes_to_device, bytes_to_host, fpga_ns, cpu_ns, launches, kernel_bytes;
-  std::map<std::string, int64_t> kernels;
+  std::map<std::string, KernelSnapshot> kernels;
 };
 std::map<std::string, OpCounts> stats_snapshot();
 void reset_stats();

@@ -10,7 +10,7 @@ from SCons.Script import EnumVariable, Variables
 from codegen.abi import LEVEL_NAMES, LEVELS
 from codegen.engines import NARROW
 
-from . import platforms
+from . import plan_file, platforms
 from .platforms import Platform
 
 # emu: g++ image, no Vitis. sw_emu (older Vitis), hw_emu, hw: v++ images for the chosen platform.
@@ -47,11 +47,17 @@ class Config:
     cus_given: bool  # cus= was set: every kernel gets `cus` CUs
     fused: str = ""  # a folder of fused kernel sources (aten_fpga.compile.export) to build in too
     march: str = "native"  # target=emu: g++'s -march for the image
+    plan: str = ""  # plan=: the workload plan file (plan_file.py) the selection came from
+    cus_override: tuple[tuple[str, int], ...] = ()  # (category, CUs) a plan gives its engines
 
     def kernel_cus(self, category: str) -> int:
         """CUs of the engine of `category`: `cus` if given; else the streaming engines get `cus`, the
         GEMM engine at XCL_OPT 4 as many CUs as its PE array (one per CU, whatever its members'
-        dtypes) fits in the card's DSP budget (platforms.gemm_cus), and every other engine one."""
+        dtypes) fits in the card's DSP budget (platforms.gemm_cus), and every other engine one. A
+        plan's CUs for an engine come first."""
+        for name, n in self.cus_override:
+            if name == category:
+                return n
         if self.cus_given or category in STREAMING:
             return self.cus
         if category == "gemm" and self.opt == 4:
@@ -78,7 +84,8 @@ class Config:
     def level_dir(self) -> str:
         """The image's folder under target_dir: opt<N>, and -<march> for an emulated image built for
         another ISA than the host's."""
-        return f"opt{self.opt}" + ("" if self.march == "native" else f"-{self.march}")
+        return f"opt{self.opt}" + ("" if self.march == "native" else f"-{self.march}") + \
+            (f"-plan-{plan_file.stem(self.plan)}" if self.plan else "")
 
     @property
     def out_dir(self) -> str:
@@ -122,6 +129,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
                      f"valid: {', '.join(sorted(kernel_names))}", "", _names(set(kernel_names)))
     v.Add("dtypes", f"only kernels of these dtypes, comma separated (default: all); valid: {', '.join(dtypes)}",
           "", _names(set(dtypes)))
+    v.Add("plan", "a workload plan (YAML) from aten_fpga.record: the image holds the kernels and dtypes its ops ran "
+                  "and the CUs its build.cus names, in build/<target>/.../opt<N>-plan-<name> (not with kernels= or "
+                  "dtypes=)", "")
     v.Add(EnumVariable("platform", "the card (name or alias):\n" + platforms.describe() + "\n   ",
                        platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
                        map=platforms.ALIASES))
@@ -164,8 +174,14 @@ def config(env) -> Config:
     if target != "emu" and env["march"] != "native":
         raise UserError(f"march={env['march']} is for target=emu (the emulated image); v++ builds for the card")
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
-    return Config(target, opt, split(env["kernels"]), split(env["dtypes"]), platform,
+    kernels, dtypes, cus_override = split(env["kernels"]), split(env["dtypes"]), ()
+    if env["plan"]:
+        if kernels or dtypes:
+            raise UserError(f"plan={env['plan']} selects the kernels and dtypes itself: drop kernels= and dtypes= "
+                            "(or edit the plan's build: section)")
+        kernels, dtypes, cus_override = plan_file.selection(env["plan"])
+    return Config(target, opt, kernels, dtypes, platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt, platform),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
                   tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform, target)).split("x")),
-                  bool(env["cus"]), env["fused"], env["march"])
+                  bool(env["cus"]), env["fused"], env["march"], env["plan"], cus_override)

@@ -39,6 +39,12 @@ COSTLY_OPS = frozenset("""exp exp2 expm1 log log2 log10 log1p sin cos tan asin a
     silu_backward sigmoid_backward tanh_backward elu elu_scaled elu_backward pow pow_scalar rsqrt sqrt
     lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax
     normal exponential""".split())
+# Reductions whose float32 lanes fold in double (aten_fpga_reduce.h Wide: the product, the count,
+# the general p-norm's pow, var's sums), not in float as the sums and extrema do (SumLane): a double
+# step a lane, priced so (site_scons/afpga/resources.py). Kernel.compute_lanes builds fewer lanes
+# of them, as of COSTLY_OPS -- but var's: a training step's statistic, streamed at memory speed.
+WIDE_FOLDS = frozenset("prod norm norm0 std_var".split())
+COSTLY_REDUCTIONS = WIDE_FOLDS - {"std_var"}
 
 
 @dataclass(frozen=True)
@@ -170,19 +176,22 @@ class Kernel:
 
     @property
     def lanes(self) -> int:
-        """Elements per port word at XCL_OPT 4: the widest port moves one 512-bit word."""
-        return WORD_BITS // max(p.dtype.bits for p in self.ports)
+        """Elements per port word at XCL_OPT 4: the widest port moves one 512-bit word. A
+        reduction's are its input's: its outputs carry results and partial words, not lanes."""
+        lane_ports = [p for p in self.ports if not (p.is_output and self.op.driver == "reduce")]
+        return WORD_BITS // max(p.dtype.bits for p in lane_ports)
 
     @property
     def compute_lanes(self) -> int:
-        """Elements the XCL_OPT 4 pointwise (and rng) element function computes per cycle. Every engine CU
-        builds each member's datapath, and a table has hundreds of members: only the float32 ops
-        that are cheap (the arithmetic a training step streams at memory speed) are built for every
-        lane of the word; the rest -- costly functions, and every other dtype -- are built for an
-        eighth of the lanes and take 8 cycles a word, trading speed on rare ops for the room that
-        lets every op of the table fit on the card."""
-        full = self.dtype.name == "float32" and self.op.name not in COSTLY_OPS
-        scaled = self.op.driver == "pointwise" or self.op.category == "rng"  # templates with COMPUTE_LANES
+        """Elements the XCL_OPT 4 pointwise (and rng) element function, or reduction's fold step,
+        computes per cycle. Every engine CU builds each member's datapath, and a table has hundreds
+        of members: only the float32 ops that are cheap (the arithmetic a training step streams at
+        memory speed) are built for every lane of the word; the rest -- costly functions, and every
+        other dtype -- are built for an eighth of the lanes and take 8 cycles a word, trading speed
+        on rare ops for the room that lets every op of the table fit on the card."""
+        costly = COSTLY_REDUCTIONS if self.op.driver == "reduce" else COSTLY_OPS
+        full = self.dtype.name == "float32" and self.op.name not in costly
+        scaled = self.op.driver in ("pointwise", "reduce") or self.op.category == "rng"  # templates with COMPUTE_LANES
         if full or not scaled:
             return self.lanes
         return max(1, self.lanes // 8)

@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from codegen.model import COSTLY_OPS
+from codegen.model import COSTLY_OPS, WIDE_FOLDS
 
 from .platforms import Platform
 
@@ -90,6 +90,8 @@ def lane_cost(op: str, dtype: str, category: str) -> Resources:
     """One lane of the kernel's datapath."""
     if category in ("copy", "index", "range", "randperm", "fill", "im2col"):
         return INT_LANE_PER_BIT * bits_of(dtype)  # moves, compares and counters: no arithmetic
+    if category == "reduce" and dtype == "float32" and op in WIDE_FOLDS:
+        dtype = "float64"  # its lanes fold in double (codegen/model.py WIDE_FOLDS)
     scale = DTYPE_SCALE.get(dtype)
     if scale is None:  # integers and bool
         return INT_LANE_PER_BIT * bits_of(dtype)

@@ -95,20 +95,22 @@ struct FoldPartials {
                                : Wide;
 };
 
-// The passes the XCL_OPT 4 folds make over a run's words of `Lanes` lanes: 1 -- each lane has its
-// own unit of the op's step -- or, for an op whose step holds a unit too costly to build per lane
-// (it says so with `static const int SHARED_UNITS = n`, n > 0), Lanes / n: the lanes share n units,
-// n lanes a pass, each pass a loop at II=1. The values are those of one pass (each lane's
-// accumulators take its elements in the same order), and the II=1 that the pipeline pragma states
-// is the II the card reaches with n units.
-template <class Op, int Lanes, class = void>
+// The passes the XCL_OPT 4 folds make over a run's words of `Lanes` lanes, `Built` of whose steps
+// the fold builds (Kernel.compute_lanes on the card; every lane by default): Lanes / Built, a
+// lane group a pass -- or, for an op whose step holds a unit too costly to build per lane (it says
+// so with `static const int SHARED_UNITS = n`, n > 0), Lanes / n where n is fewer. Each pass is a
+// loop at II=1. The values are those of one pass (each lane's accumulators take its elements in
+// the same order), and the II=1 that the pipeline pragma states is the II the card reaches with
+// the units built.
+template <class Op, int Lanes, int Built = Lanes, class = void>
 struct Turns {
-  static const int value = 1;
+  static_assert(Built > 0 && Lanes % Built == 0, "the lanes built must divide the lanes");
+  static const int value = Lanes / Built;
 };
-template <class Op, int Lanes>
-struct Turns<Op, Lanes, typename Void<decltype(Op::SHARED_UNITS)>::type> {
-  static const int units = Op::SHARED_UNITS > 0 && Op::SHARED_UNITS < Lanes ? Op::SHARED_UNITS : Lanes;
-  static_assert(Lanes % units == 0, "the shared units must divide the lanes");
+template <class Op, int Lanes, int Built>
+struct Turns<Op, Lanes, Built, typename Void<decltype(Op::SHARED_UNITS)>::type> {
+  static const int units = Op::SHARED_UNITS > 0 && Op::SHARED_UNITS < Built ? Op::SHARED_UNITS : Built;
+  static_assert(units > 0 && Lanes % units == 0, "the shared units must divide the lanes");
   static const int value = Lanes / units;
 };
 

@@ -1,0 +1,146 @@
+"""The XCL_OPT 4 reduce engines compute on the card what they compute in C simulation. The card's
+path (-D__SYNTHESIS__) folds a narrow member's lanes COMPUTE_LANES at a time (codegen/model.py
+Kernel.compute_lanes; aten_fpga_reduce.h Turns) and streams a whole run in one region, where C
+simulation -- which the emulated device runs -- folds every lane in one pass, groups the words
+for g++ (fold_groups, fold_row_items) and cuts the input into 64 KiB regions. Both are compiled
+here with g++ (the card's streams are our shim's, unbounded) and every member of e_reduce and
+e_reduce_narrow runs through both on the same inputs, in each mode: rows (a ragged last word),
+rows into partials and their combine, columns. The results must be the same bytes."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from codegen import abi
+from codegen.engines import NARROW, READ_BUNDLE, engine_name, engine_source
+from codegen.gen_hls import generate_hls, template_env
+from codegen.generate import HLS_ROOT, ROOT, add_engines
+from codegen.plan import ABI_HEADER, interface_file, member_file, plan
+from test_engine_datapaths import INCLUDES, words
+
+LEVEL = 4
+ENGINES = ("reduce", "reduce" + NARROW)
+MODES = abi.REDUCE_MODES
+SCALARS = {"p": (ctypes.c_double, 3.0), "correction": (ctypes.c_double, 1.0), "take_sqrt": (ctypes.c_bool, True)}
+
+
+@pytest.fixture(scope="module")
+def gen(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gen")
+    kernels = plan(os.path.join(ROOT, "native_functions_fpga.yaml"), ("reduce",)).kernels
+    env = template_env(HLS_ROOT)
+    files = {ABI_HEADER: abi.header(), **generate_hls(kernels, env, (LEVEL,))}
+    add_engines(kernels, files, LEVEL, env)
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    return out
+
+
+@pytest.fixture(scope="module")
+def libraries(gen):
+    """{(engine key, synthesis): the engine compiled as a shared library}, two g++ at a time."""
+    def build(key):
+        name, synthesis = key
+        lib = gen / f"{engine_name(name)}{'_synth' if synthesis else ''}.so"
+        cmd = ["g++", "-std=c++14", "-O1", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wno-unknown-pragmas",
+               "-Wno-unused-label", *(["-D__SYNTHESIS__"] if synthesis else []),
+               *(f"-I{ROOT}/{d}" for d in INCLUDES), f"-I{gen}", str(gen / engine_source(name, LEVEL)), "-o", str(lib)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return key, lib
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(build, [(e, s) for e in ENGINES for s in (False, True)]))
+
+
+def test_the_narrow_engine_holds_the_members_that_compute_fewer_lanes(gen):
+    doc = json.loads((gen / interface_file(LEVEL)).read_text())
+    kernels = {k.name: k for k in plan(os.path.join(ROOT, "native_functions_fpga.yaml"), ("reduce",)).kernels}
+    for key in ENGINES:
+        members = doc["engines"][engine_name(key)]
+        assert members and {kernels[m].compute_lanes < kernels[m].lanes for m in members} == {key.endswith(NARROW)}
+        text = (gen / engine_source(key, LEVEL)).read_text()
+        for m in members:
+            assert f"const int COMPUTE_LANES = {kernels[m].compute_lanes};" in (gen / kernels[m].source(LEVEL)).read_text()
+        assert text.count('#include "../reduce/') == len(members)
+
+
+FLOATS = {"float": np.float32, "half": np.float16, "double": np.float64, "std::complex<float>": np.float32}
+
+
+def canonical(out: np.ndarray, ctype: str) -> bytes:
+    """A result buffer's bytes, every NaN one NaN: neither C++ nor the card defines a NaN's sign
+    (a complex product's NaN took either in the two compilations), and ATen compares NaNs equal."""
+    element = FLOATS.get(ctype.rstrip("*"))
+    if element is None:
+        return out.tobytes()
+    values = out.view(element).copy()
+    values[np.isnan(values)] = np.nan
+    return values.tobytes()
+
+
+def run(lib, engine, top, opcode, buffers, sizes):
+    args = []
+    for a in top:
+        if a["pointer"]:
+            args.append(buffers[a["name"]].ctypes.data_as(ctypes.c_void_p))
+        elif a["name"] == "opcode":
+            args.append(ctypes.c_uint32(opcode))
+        elif a["name"] in sizes:
+            args.append(ctypes.c_uint64(sizes[a["name"]]))
+        else:
+            kind, value = SCALARS[a["name"]]
+            args.append(kind(value))
+    getattr(lib, engine)(*args)
+
+
+@pytest.mark.parametrize("key", ENGINES)
+def test_the_cards_fold_computes_what_c_simulation_computes(gen, libraries, key):
+    doc = json.loads((gen / interface_file(LEVEL)).read_text())
+    engine = engine_name(key)
+    top = doc["kernels"][engine]["args"]
+    members = [line.split() for line in (gen / member_file(LEVEL)).read_text().splitlines()
+               if line.startswith("member ") and line.split()[2] == engine]
+    libs = [ctypes.CDLL(str(libraries[(key, s)])) for s in (False, True)]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _, member, _, opcode, *pairs in members:
+        carried = dict(p.split("=") for p in pairs)
+        own = {a["name"]: a for a in doc["kernels"][member]["args"]}
+        lanes = int(own["in"]["type"].split(",")[-1].strip(" >*"))
+        # rows: 3 rows of 40 whole words and a ragged one (the C simulation's word groups and the
+        # card's passes both); columns: [2, 21, 3 words + 5 elements] in rows of 5 words.
+        inner = 40 * lanes + 3
+        per_row = -(-inner // lanes)
+        cases = [dict(outer=3, inner=inner, cols=0, pitch=0, first=7, length=inner, mode=0),
+                 dict(outer=3, inner=inner, cols=0, pitch=0, first=7, length=inner, mode=MODES["PARTIAL"]),
+                 dict(outer=2, inner=21, cols=3 * lanes + 5, pitch=5, first=0, length=21, mode=MODES["COLUMNS"])]
+        count = max(3 * per_row, 2 * 21 * 5) * lanes
+        data = words(own["in"]["type"], count, rng)
+        outs = []
+        for lib in libs:
+            results = []
+            for sizes in cases:
+                buffers = {a["name"]: (data.copy() if a["bundle"] == READ_BUNDLE else np.zeros(1 << 16, np.uint8))
+                           for a in top if a["pointer"]}
+                run(lib, engine, top, int(opcode), buffers, sizes)
+                results.append(canonical(buffers[carried["out"]], own["out"]["type"]))
+                if sizes["mode"] & MODES["PARTIAL"]:
+                    # the partials of 3 rows as the pieces of one result: their combine (whose
+                    # result the partials' values decide; their raw bytes hold NaNs of either sign)
+                    part = buffers[carried["part"]].copy()
+                    buffers = {n: np.zeros_like(b) for n, b in buffers.items()}
+                    buffers[carried["part"]] = part
+                    run(lib, engine, top, int(opcode), buffers,
+                        dict(sizes, outer=1, inner=3, mode=MODES["COMBINE"]))
+                    results.append(canonical(buffers[carried["out"]], own["out"]["type"]))
+            outs.append(results)
+        assert outs[0] == outs[1], f"{member}: the card's fold and C simulation's differ"
+        checked += 1
+    assert checked == len(members) > 0

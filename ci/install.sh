@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check torch==2.13.0
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# tests/test_zoo.py builds Hugging Face models from configs (no downloads); pinned, and it brings
+# no torch of its own (the CPU build above stays).
+python3 -m pip install --quiet --disable-pip-version-check transformers==5.23.0
 
 # XRT's headers and libraries (Debian's libxrt-dev, XRT 2.13): the tests check that XRT's own
 # xrt::xclbin reads our torch.xclbin. Optional: without it those tests skip, saying why.

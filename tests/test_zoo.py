@@ -4,9 +4,9 @@ init (no downloads), trained for one step on "fpga" against the CPU.
 Each model runs forward and backward three times from the same weights and inputs: on the FPGA
 (float32), on the CPU (float32) and on the CPU in float64, the reference. The loss and every
 gradient on the FPGA must be as close to float64 as the CPU's are, up to float32 rounding:
-max |fpga - f64| <= 4 max |cpu - f64| + 2^-18 max |f64| per tensor (the orders of the sums differ
-between the devices, not their precision; a gradient whose exact value is 0 is rounding noise on
-both). Every op must have run as a kernel: no CPU fallback (aten_fpga.stats()). A model that still
+max |fpga - f64| <= 4 max |cpu - f64| + 2^-18 max |f64| per tensor, plus 2^-20 of the largest
+gradient for the gradients (the orders of the sums differ between the devices, not their
+precision; a gradient whose exact value is 0 is rounding noise on both). Every op must have run as a kernel: no CPU fallback (aten_fpga.stats()). A model that still
 falls back is an expected failure naming the ops it lacks, strict, so that it shows when they land.
 Dropout is off (its random streams differ between devices); BatchNorm trains on batch statistics.
 """
@@ -95,15 +95,14 @@ MODELS = [
     Zoo("segformer", lambda: (hf.SegformerForSemanticSegmentation, hf.SegformerConfig(
         num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
         decoder_hidden_size=16, num_labels=3, strides=[4, 2], patch_sizes=[7, 3])),
-        lambda cfg: image(cfg, 32, seg=True),
-        missing=("upsample_bilinear2d.out", "upsample_bilinear2d_backward.grad_input")),
+        lambda cfg: image(cfg, 32, seg=True)),
 ]
 
 
 def step(model, inputs, device, dtype):
     """One forward and backward pass: the loss and every parameter's gradient, on the CPU."""
     model = model.to(device=device, dtype=dtype)
-    if model.config.tie_word_embeddings and hasattr(model, "get_output_embeddings") and model.get_output_embeddings():
+    if getattr(model.config, "tie_word_embeddings", False) and model.get_output_embeddings() is not None:
         assert model.get_output_embeddings().weight is model.get_input_embeddings().weight  # still tied
     model.zero_grad(set_to_none=True)
     args = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else v.dtype) for k, v in inputs.items()}
@@ -113,12 +112,16 @@ def step(model, inputs, device, dtype):
     return loss.detach().cpu(), grads
 
 
-def assert_as_close_as_the_cpu(name, fpga, cpu, f64):
+def largest(t: torch.Tensor) -> float:
+    return float(t.double().abs().max()) if t.numel() else 0.0
+
+
+def assert_as_close_as_the_cpu(name, fpga, cpu, f64, floor):
+    """`floor`: the rounding noise of a value whose exact result is 0 (a few float32 ulps of the
+    largest gradient: cancelling sums leave that much on either device)."""
     ref = f64.double()
-    err_fpga = float((fpga.double() - ref).abs().max()) if ref.numel() else 0.0
-    err_cpu = float((cpu.double() - ref).abs().max()) if ref.numel() else 0.0
-    scale = float(ref.abs().max()) if ref.numel() else 0.0
-    bound = 4 * err_cpu + 2.0**-18 * scale
+    err_fpga, err_cpu = largest(fpga.double() - ref), largest(cpu.double() - ref)
+    bound = 4 * err_cpu + 2.0**-18 * largest(ref) + floor
     assert err_fpga <= bound, f"{name}: |fpga - f64| = {err_fpga:.3g} beyond {bound:.3g} (|cpu - f64| = {err_cpu:.3g})"
 
 
@@ -139,6 +142,7 @@ def test_training_step(zoo):
     assert fallbacks == {}, f"{zoo.name}: CPU fallbacks {fallbacks}"
     assert sum(s["fpga"] for s in stats.values()) > 0
     assert grads.keys() == grads32.keys() and len(grads) > 0
-    assert_as_close_as_the_cpu("loss", loss, loss32, loss64)
+    floor = 2.0**-20 * max(largest(g) for g in grads64.values())
+    assert_as_close_as_the_cpu("loss", loss, loss32, loss64, 0.0)
     for n in grads:
-        assert_as_close_as_the_cpu(n, grads[n], grads32[n], grads64[n])
+        assert_as_close_as_the_cpu(n, grads[n], grads32[n], grads64[n], floor)

@@ -126,7 +126,7 @@ def assert_as_close_as_the_cpu(name, fpga, cpu, f64, floor):
 
 
 @pytest.mark.parametrize("zoo", [
-    pytest.param(z, id=z.name, marks=[pytest.mark.xfail(strict=True, reason="falls back: " + ", ".join(z.missing))]
+    pytest.param(z, id=z.name, marks=[pytest.mark.xfail(strict=True, raises=AssertionError, reason="falls back: " + ", ".join(z.missing))]
                  if z.missing else []) for z in MODELS])
 def test_training_step(zoo):
     torch.manual_seed(0)

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check torch==2.13.0
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
-# The worked example of docs/workflow.md (examples/plan_model.py) builds Hugging Face models from their configs.
+# tests/test_zoo.py and the worked example of docs/workflow.md (examples/plan_model.py) build
+# Hugging Face models from configs (no downloads); pinned, and it brings no torch of its own.
 python3 -m pip install --quiet --disable-pip-version-check transformers==5.23.0
 
 # XRT's headers and libraries (Debian's libxrt-dev, XRT 2.13): the tests check that XRT's own

@@ -37,7 +37,8 @@ class TableError(Exception):
 COSTLY_OPS = frozenset("""exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh
     tanh asinh acosh atanh erf erfc erfinv sigmoid silu gelu gelu_tanh gelu_backward gelu_backward_tanh
     silu_backward sigmoid_backward tanh_backward elu elu_scaled elu_backward pow pow_scalar rsqrt sqrt
-    lgamma digamma softplus mish hardswish logit xlogy reciprocal div log_softmax softmax
+    lgamma digamma softplus softplus_backward mish mish_backward hardswish_backward logit xlogy reciprocal
+    div log_softmax softmax
     normal exponential""".split())
 # Reductions whose float32 lanes fold in double (aten_fpga_reduce.h Wide: the product, the count,
 # the general p-norm's pow, var's sums), not in float as the sums and extrema do (SumLane): a double

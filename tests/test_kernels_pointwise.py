@@ -35,6 +35,7 @@ ULP = {
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
     "sinh": 2, "cosh": 1, "tanh": 1, "atanh": 2, "erf": 1, "erfc": 3, "sigmoid": 2, "silu": 2,
     "elu": 2, "elu_scaled": 2, "elu_backward": 2,
+    "softplus": 2, "softplus_backward": 2, "mish": 3,
 }
 # float16: ATen computes in float and rounds, so a float difference survives as at most 1 ulp; but
 # ATen's float16 erf is 0.6% off for |x| < 1e-4, where the result is a float16 subnormal (5 ulp).
@@ -44,7 +45,7 @@ ULP16 = {**{op: 1 for op in ULP}, "erf": 5}
 # operands, |fpga - cpu| <= bound * scale, with scale = |x| (forward) or |grad| * (1 + |x|)
 # (gradients). float16 (forward only): 2^-10.
 SCALED = {"gelu": 2.0**-21, "gelu_tanh": 2.0**-21, "gelu_backward": 2.0**-21, "gelu_backward_tanh": 2.0**-21,
-          "silu_backward": 2.0**-21}
+          "silu_backward": 2.0**-21, "mish_backward": 2.0**-21}
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,19 @@ OPS = [
       ("elu_backward.grad_input",), skip=nan_in_tail(1)),
     b("elu_backward_result", lambda g, y: torch.ops.aten.elu_backward(g, 1.3, 1.05, 0.7, True, y), FLOATS,
       ("elu_backward.grad_input",), skip=nan_in_tail(1)),
+    # MobileNetV3's hard activations (bit exact) and the smooth ones (softplus, mish: ULP / SCALED).
+    u("hardsigmoid", F.hardsigmoid, FLOATS),
+    b("hardsigmoid_backward", torch.ops.aten.hardsigmoid_backward, FLOATS, ("hardsigmoid_backward.grad_input",)),
+    u("hardswish", F.hardswish, FLOATS, ("hardswish",)),
+    u("hardswish_", lambda x: F.hardswish(x.clone(), inplace=True), FLOATS, ("hardswish_",)),
+    u("hardswish_out", lambda x: torch.ops.aten.hardswish.out(x, out=torch.empty(0, dtype=x.dtype, device=x.device)),
+      FLOATS, ("hardswish.out",)),
+    b("hardswish_backward", torch.ops.aten.hardswish_backward, FLOATS, ("hardswish_backward",), skip=nan_in_tail(1)),
+    u("softplus", lambda x: F.softplus(x, 1.5, 10.0), FLOATS),
+    b("softplus_backward", lambda g, x: torch.ops.aten.softplus_backward(g, x, 1.5, 10.0), FLOATS,
+      ("softplus_backward.grad_input",)),
+    u("mish", F.mish, FLOATS),
+    b("mish_backward", torch.ops.aten.mish_backward, FLOATS, ("mish_backward",)),
     # mse_loss's elementwise part and its gradient (the reductions: tests/test_kernels_loss.py)
     b("mse", lambda x, y: F.mse_loss(x, y, reduction="none"), FLOATS, ("mse_loss",)),
     b("mse_out", lambda x, y: torch.ops.aten.mse_loss.out(x, y, 0, out=torch.empty(0, dtype=x.dtype, device=x.device)),

@@ -669,6 +669,56 @@ inline T elu_backward(T dy, T b, T alpha, T scale, T input_scale, bool is_result
   return b > T(0) ? dy * scale : neg;
 }
 
+// The hard activations as ATen's vector loops compute them (in opmath): exactly rounded, bit exact.
+// hardsigmoid: min(max(x + 3, 0), 6) / 6; hardswish: x times that before the division.
+template <typename T>
+inline T relu6_of_shift(T x) {
+  return minimum(maximum(x + T(3), T(0)), T(6));  // NaN-propagating, as ATen's vec::maximum/minimum
+}
+template <typename T>
+inline T hardsigmoid(T x) { return relu6_of_shift(x) / T(6); }
+template <typename T>
+inline T hardswish(T x) { return x * relu6_of_shift(x) / T(6); }
+
+// hardsigmoid'(x) * dy: dy / 6 (as dy times float(1/6)) strictly inside (-3, 3), else 0 (NaN: 0).
+template <typename T>
+inline T hardsigmoid_backward(T dy, T x) {
+  return x > T(-3) && x < T(3) ? dy * T(1.0f / 6.0f) : T(0);
+}
+
+// hardswish'(x) * dy: 0 up to -3, dy from 3 on, dy * (x / 3 + 1/2) between (and for NaN: NaN).
+template <typename T>
+inline T hardswish_backward(T dy, T x) {
+  const T mid = dy * (x / T(3) + T(0.5));
+  return x <= T(-3) ? T(0) : x >= T(3) ? dy : mid;
+}
+
+// softplus: x where x * beta > threshold, else log1p(exp(x * beta)) / beta; and its gradient
+// dy * z / (z + 1), z = exp(x * beta).
+template <typename T>
+inline T softplus(T x, T beta, T threshold) {
+  const T xb = x * beta;
+  return xb > threshold ? x : hls::log1p(math::exp(xb)) / beta;
+}
+template <typename T>
+inline T softplus_backward(T dy, T x, T beta, T threshold) {
+  const T xb = x * beta;
+  const T z = math::exp(xb);
+  return xb > threshold ? dy : dy * z / (z + T(1));
+}
+
+// mish: x * tanh(softplus(x)); its gradient dy * (t + x * sigmoid(x) * (1 - t * t)), t = tanh(softplus(x)).
+template <typename T>
+inline T tanh_softplus(T x) { return math::tanh(hls::log1p(math::exp(x))); }
+template <typename T>
+inline T mish(T x) { return x * tanh_softplus(x); }
+template <typename T>
+inline T mish_backward(T dy, T x) {
+  const T s = T(1) / (T(1) + math::exp(-x));
+  const T t = tanh_softplus(x);
+  return dy * (t + x * s * (T(1) - t * t));
+}
+
 // nan_to_num: the host resolves omitted replacements to ATen's defaults (0, the dtype's max and
 // lowest) before the launch.
 template <typename T>

@@ -155,5 +155,6 @@ def reset_peak_memory_stats(dev=None) -> None:
 
 
 def empty_cache() -> None:
-    """Return the cached free blocks of every device to the device (tensors keep theirs)."""
+    """Return the cached free blocks of every device to the device (tensors keep theirs), and the
+    cached blocks of pinned host memory to the host."""
     _C.empty_cache()

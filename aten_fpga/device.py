@@ -9,7 +9,7 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "get_device_name", "manual_seed", "manual_seed_all", "initial_seed", "seed", "seed_all",
            "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generator", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
-           "memory_stats", "empty_cache", "OutOfMemoryError",
+           "memory_stats", "empty_cache", "OutOfMemoryError", "get_amp_supported_dtype", "is_bf16_supported",
            "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream"]
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -216,3 +216,16 @@ def empty_cache() -> None:
     """Return the cached free blocks of every device to the device (tensors keep theirs), and the
     cached blocks of pinned host memory to the host."""
     _C.empty_cache()
+
+
+# --- mixed precision: torch.autocast("fpga") (host/ps/autocast.cpp holds its op lists) -----------
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes torch.autocast("fpga", dtype=...) accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 tensors work on every fpga device (ops without a bfloat16 kernel fall back to the
+    CPU, counted in aten_fpga.stats())."""
+    return is_available()

@@ -9,7 +9,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "get_device_name", "manual_seed", "manual_seed_all", "initial_seed", "seed", "seed_all",
            "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generator", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
-           "memory_stats", "empty_cache", "OutOfMemoryError"]
+           "memory_stats", "empty_cache", "OutOfMemoryError", "get_amp_supported_dtype", "is_bf16_supported",
+           "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream"]
 
 OutOfMemoryError = torch.OutOfMemoryError
 
@@ -61,6 +62,63 @@ def synchronize(dev=None) -> None:
     """Wait for the device's queued work. Kernel runs complete before their op returns, so this
     only validates the device."""
     _index(dev)
+
+
+# --- streams and events (host/ps/guard.cpp): PyTorch's device-generic torch.Stream / torch.Event --
+# Every launch completes before its op returns, so work on every stream is ordered by the host's
+# own order; an event records the time at which all work issued before it had completed.
+
+class Stream(torch.Stream):
+    """A stream of fpga device `device` (default: the current device), as torch.cuda.Stream."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if kwargs:  # (stream_id, device_index, device_type): an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device("fpga", _index(device)), priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    """An event of the fpga devices, as torch.cuda.Event (`enable_timing=True` for elapsed_time): a
+    torch.Event itself, not a subclass, since torch.Event.elapsed_time accepts no subclass."""
+    return torch.Event(device="fpga", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(dev=None) -> Stream:
+    """The current stream of device `dev` on this thread (the default stream unless set)."""
+    s = torch._C._accelerator_getStream(_index(dev))
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def default_stream(dev=None) -> Stream:
+    """The default stream of device `dev`."""
+    s = torch._C._accelerator_getStream(_index(dev))
+    return Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
+
+
+def set_stream(s: torch.Stream) -> None:
+    """Make `s` the current stream of its device on this thread."""
+    if s.device.type != "fpga":
+        raise ValueError(f"expected a stream of an fpga device, got one of {s.device}")
+    torch._C._accelerator_setStream(s)
+
+
+class stream:
+    """Context manager that makes `s` the current stream of its device (None: no change)."""
+
+    def __init__(self, s: torch.Stream | None):
+        self.s = s
+        self.prev: list[torch.Stream] = []
+
+    def __enter__(self):
+        if self.s is not None:
+            self.prev.append(current_stream(self.s.device_index))
+            set_stream(self.s)
+        return self.s
+
+    def __exit__(self, *exc):
+        if self.s is not None:
+            set_stream(self.prev.pop())
+        return False
 
 
 def get_device_name(dev=None) -> str:
@@ -155,5 +213,19 @@ def reset_peak_memory_stats(dev=None) -> None:
 
 
 def empty_cache() -> None:
-    """Return the cached free blocks of every device to the device (tensors keep theirs)."""
+    """Return the cached free blocks of every device to the device (tensors keep theirs), and the
+    cached blocks of pinned host memory to the host."""
     _C.empty_cache()
+
+
+# --- mixed precision: torch.autocast("fpga") (host/ps/autocast.cpp holds its op lists) -----------
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes torch.autocast("fpga", dtype=...) accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 tensors work on every fpga device (ops without a bfloat16 kernel fall back to the
+    CPU, counted in aten_fpga.stats())."""
+    return is_available()

@@ -1,5 +1,5 @@
-"""Per-op dispatch overhead, one MLP training step, and what reading one element of a large
-tensor moves: "fpga" (emulated) against torch on the CPU.
+"""Per-op dispatch overhead, one MLP training step, what reading one element of a large tensor
+moves, and copies between host and device: "fpga" (emulated) against torch on the CPU.
 
     python bench/bench_overhead.py [--json PATH]
 
@@ -7,6 +7,9 @@ Small ops (1 element) measure what the host adds per op: dispatch, meta, kernel 
 The target is at most 1.5x torch's own per-op time on the CPU. Each op's CPU and fpga medians are
 taken in alternating rounds; its ratio is the median of the rounds' ratios. Partial sync: `.cpu()` of a
 1-element view of a 256 MiB tensor a kernel wrote must move at most 1 MiB (aten_fpga.report()).
+Transfers: a 256 MiB copy each way, from and to pageable and pinned memory, must take at most
+1.5x a host copy of the same bytes (`dst.copy_(src)` between CPU tensors; `.cpu()`, which makes
+its destination, against `clone()`), in GB/s.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ import aten_fpga  # noqa: E402
 TARGET_RATIO = 1.5
 PARTIAL_SYNC_BYTES = 256 << 20  # the tensor
 PARTIAL_SYNC_TARGET = 1 << 20  # bytes one element's .cpu() may move
+TRANSFER_BYTES = 256 << 20
+TRANSFER_REPEAT = 5
 
 
 ROUNDS = 7  # CPU and fpga timed in alternation, so that a load that changes affects both alike
@@ -75,6 +80,42 @@ def partial_sync() -> dict:
             "target_bytes": PARTIAL_SYNC_TARGET}
 
 
+def _best_seconds(fn, setup=lambda: None, repeat: int = TRANSFER_REPEAT) -> float:
+    """The least wall time of `fn()` over `repeat` calls, each after an untimed `setup()`."""
+    import time
+
+    best = float("inf")
+    for _ in range(repeat + 1):  # the first call warms the caches (device blocks, pinned blocks)
+        setup()
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def transfers() -> list[dict]:
+    """Each direction of a 256 MiB float32 copy, from/to pageable and pinned memory, against the
+    host copy that moves the same bytes. Device to host copies read a tensor a kernel just wrote
+    (only the device copy is current)."""
+    n = TRANSFER_BYTES // 4
+    h, c = torch.rand(n), torch.empty(n)
+    hp, cp = h.pin_memory(), torch.empty(n, pin_memory=True)
+    x = h.to("fpga")
+    rewrite = lambda: x.mul_(1)  # noqa: E731  (the device copy alone current again)
+    memcpy = _best_seconds(lambda: c.copy_(h))
+    clone = _best_seconds(lambda: h.clone())
+    cases = [
+        ("to device: h.to('fpga')", _best_seconds(lambda: h.to("fpga")), memcpy),
+        ("to device: pinned h.to('fpga')", _best_seconds(lambda: hp.to("fpga")), memcpy),
+        ("to host: c.copy_(x)", _best_seconds(lambda: c.copy_(x), rewrite), memcpy),
+        ("to host: pinned c.copy_(x)", _best_seconds(lambda: cp.copy_(x), rewrite), memcpy),
+        ("to host: x.cpu() (vs h.clone())", _best_seconds(lambda: x.cpu(), rewrite), clone),
+    ]
+    assert torch.equal(x.cpu(), h) and torch.equal(cp, h)
+    return [{"copy": name, "ms": t * 1e3, "host_ms": host * 1e3, "gb_per_s": TRANSFER_BYTES / t / 1e9,
+             "host_gb_per_s": TRANSFER_BYTES / host / 1e9, "ratio": t / host} for name, t, host in cases]
+
+
 def mlp_step() -> dict:
     def make(device):
         torch.manual_seed(0)
@@ -120,13 +161,19 @@ def main(argv=None) -> int:
                  ["then x.cpu()", sync["then_whole_bytes"], sync["then_whole_ms"]]])
     ok = sync["one_element_bytes"] <= PARTIAL_SYNC_TARGET
     print(f"target: one element moves <= 1 MiB -> {'met' if ok else 'MISSED'} ({sync['one_element_bytes']} bytes)")
+    copies = transfers()
+    print_table(["256 MiB copy", "ms", "GB/s", "host copy ms", "host GB/s", "ratio"],
+                [[r["copy"], r["ms"], r["gb_per_s"], r["host_ms"], r["host_gb_per_s"], r["ratio"]] for r in copies])
+    worst_copy = max(r["ratio"] for r in copies)
+    print(f"target: at most {TARGET_RATIO:g}x a host copy -> {'met' if worst_copy <= TARGET_RATIO else 'MISSED'} "
+          f"(worst {worst_copy:.2f}x)")
     mlp = mlp_step()
     print_table(["MLP training step (64-128-10, batch 32)", "cpu ms", "fpga ms", "fpga/cpu", "launches", "fallbacks"],
                 [["one step", mlp["cpu_ms"], mlp["fpga_ms"], mlp["ratio"], mlp["fpga_launches"], mlp["cpu_fallbacks"]]])
     print("per step, on the fpga:", ", ".join(f"{op} {n:g}" for op, n in mlp["fpga_ops"].items()))
     print("per step, CPU fallbacks:", ", ".join(f"{op} {n:g}" for op, n in mlp["fallback_ops"].items()) or "none")
     doc = {"benchmark": "overhead", "machine": machine(), "small_ops": rows, "target_ratio": TARGET_RATIO,
-           "partial_sync": sync, "mlp_step": mlp}
+           "partial_sync": sync, "transfers": copies, "mlp_step": mlp}
     write_json(args.json, doc)
     plt = pyplot()
     if plt is not None:

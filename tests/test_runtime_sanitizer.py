@@ -33,7 +33,10 @@ def test_a_stale_host_shadow_holds_poison_until_a_sync():
     x = torch.randn(64)
     y = x.to("fpga") * 2  # written by a kernel: the device copy is the newer
     assert host_bytes(y, 64) == POISON * 8
-    torch.testing.assert_close(y.cpu(), x * 2, rtol=0, atol=0)  # .cpu() syncs
+    # .cpu() copies from the device copy into its own tensor: the shadow stays stale, and poisoned
+    torch.testing.assert_close(y.cpu(), x * 2, rtol=0, atol=0)
+    assert host_bytes(y, 64) == POISON * 8
+    assert y[0].item() == x[0].item() * 2  # a sync of y's first port word (16 floats)
     assert host_bytes(y, 64) == (x * 2).numpy().tobytes()[:64]
 
 

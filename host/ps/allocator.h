@@ -89,6 +89,16 @@ void sync_to_device(Allocation* a, size_t offset, size_t n);
 void sync_to_host(Allocation* a, size_t offset, size_t n);
 void sync_to_device(Allocation* a);
 void sync_to_host(Allocation* a);
+// Copy the current bytes [offset, offset + n) of `a` into host memory at `dst`, each from the side
+// that holds it, and leave the allocation's state as it was. The device-newer bytes go straight
+// into `dst` where the device can write it -- pinned memory of a's device (`pinned`, `dst` at
+// `pinned_offset` in it: a card's DMA), or any memory where the host addresses device memory (the
+// emulator): one copy, not one into the host shadow and a second out of it. Elsewhere they are
+// synced into the shadow first. Booked like a sync of the same bytes (whole port words).
+void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pinned, size_t pinned_offset);
+// Write n bytes of pinned memory (`pinned` from `pinned_offset`, of a's device) into bytes
+// [offset, offset + n) of `a` on the device, as a DMA: they are then newer there. Booked as a sync.
+void write_from_pinned(Allocation* a, size_t offset, size_t n, Buffer& pinned, size_t pinned_offset);
 // After writing every byte of [offset, offset + n) on one side: that side alone holds them; the
 // rest keep their state. A write with gaps (a strided view) syncs its span to the side it writes
 // first and marks the span. Without a range: the whole allocation (after prepare_*_write).

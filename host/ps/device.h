@@ -93,6 +93,11 @@ class Device {
   // Move bytes [offset, offset + n) between the host shadow and the device copy.
   virtual void to_device(Buffer& b, size_t offset, size_t n) = 0;
   virtual void to_host(Buffer& b, size_t offset, size_t n) = 0;
+  // Pinned host memory (tensor.pin_memory()): host memory the device moves bytes to and from
+  // directly -- a host-only buffer object on a card; on the emulator, memory that is the buffer's
+  // host shadow and device copy at once. Not counted in capacity(). copy_on_device() takes it on
+  // either side: a copy between it and a device buffer is the transfer itself.
+  virtual std::unique_ptr<Buffer> allocate_pinned(size_t bytes) = 0;
   // Copy n bytes between two buffers of this device, device copy to device copy (a DMA on a
   // card); the host shadows are untouched.
   virtual void copy_on_device(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n) = 0;

@@ -30,17 +30,19 @@ void* allocate_pages(size_t n) {
 }
 }  // namespace
 
-// The host shadow is separate from the device memory.
+// The host shadow is separate from the device memory, except in pinned memory (no owner): there
+// the device reads and writes the host's bytes themselves.
 struct EmuDevice::EmuBuffer final : Buffer {
   EmuDevice* owner;
   void* device;
   EmuBuffer(EmuDevice* o, size_t n) : owner(o) {
     bytes = n;
     host = allocate_pages(n);
-    device = allocate_pages(n);
+    device = o == nullptr ? host : allocate_pages(n);
   }
   ~EmuBuffer() override {
     std::free(host);
+    if (owner == nullptr) return;
     std::free(device);
     owner->release(bytes);
   }
@@ -70,6 +72,12 @@ std::unique_ptr<Buffer> EmuDevice::allocate(size_t bytes) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "fpga:", index_, ": the host could not back a ",
                      bytes, "-byte emulated device buffer");
   }
+  return b;
+}
+
+std::unique_ptr<Buffer> EmuDevice::allocate_pinned(size_t bytes) {
+  auto b = std::make_unique<EmuBuffer>(nullptr, bytes);
+  TORCH_CHECK_WITH(OutOfMemoryError, b->host != nullptr, "the host could not allocate ", bytes, " bytes of pinned memory");
   return b;
 }
 

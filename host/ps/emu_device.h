@@ -21,6 +21,7 @@ class EmuDevice final : public Device {
 
   std::string name() const override;
   std::unique_ptr<Buffer> allocate(size_t bytes) override;
+  std::unique_ptr<Buffer> allocate_pinned(size_t bytes) override;
   size_t capacity() const override { return capacity_; }
   void to_device(Buffer& b, size_t offset, size_t n) override;
   void to_host(Buffer& b, size_t offset, size_t n) override;

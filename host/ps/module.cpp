@@ -8,6 +8,7 @@
 #include "afpga_abi.h"  // generated from codegen/abi.py: AFPGA_LEVELS
 #include "allocator.h"
 #include "generator.h"
+#include "pinned.h"
 #include "runtime.h"
 #include "projection.h"
 #include "stats.h"
@@ -133,6 +134,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_stats", &aten_fpga::reset_stats);
   m.def("memory_stats", &memory_stats_dict, py::arg("device") = 0);
   m.def("reset_peak_memory_stats", &aten_fpga::reset_peak_memory_stats, py::arg("device") = 0);
-  m.def("empty_cache", &aten_fpga::empty_cache);
+  m.def("empty_cache", [] {
+    aten_fpga::empty_cache();
+    aten_fpga::empty_pinned_cache();
+  }, "free the cached blocks of device memory and of pinned host memory");
   aten_fpga::register_fused(m);
 }

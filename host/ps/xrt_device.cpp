@@ -66,6 +66,19 @@ class XrtDevice final : public Device {
     return b;
   }
 
+  std::unique_ptr<Buffer> allocate_pinned(size_t bytes) override {
+    auto b = std::make_unique<XrtBuffer>();
+    try {
+      b->bo = xrt::bo(device_, bytes, xrt::bo::flags::host_only, group_);
+      b->host = b->bo.map();
+    } catch (const std::exception& e) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "XRT device ", index_, " cannot allocate ", bytes,
+                       " bytes of pinned (host-only) memory: ", e.what());
+    }
+    b->bytes = bytes;
+    return b;
+  }
+
   size_t capacity() const override { return capacity_; }
 
   void to_device(Buffer& b, size_t offset, size_t n) override {

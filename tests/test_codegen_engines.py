@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "site_scons"))
 from afpga import resources, variables  # noqa: E402
 from afpga.gen import KernelSource  # noqa: E402
+from afpga import platforms  # noqa: E402
 from afpga.platforms import PLATFORMS, gemm_pe_default  # noqa: E402
 
 TABLE = str(ROOT / "native_functions_fpga.yaml")
@@ -128,7 +129,7 @@ def image_params(level: int, platform) -> dict:
 # What fits (docs/building.md, "Will it fit?"): a change that makes one of these overflow is a
 # regression of the design, not of the estimate's wording.
 ALVEO = ("u200", "u250", "u50", "u55c", "u280")
-FITS = {(level, a) for level in (1, 2, 3) for a in ALVEO}
+FITS = {(level, a) for level in (1, 2, 3) for a in ALVEO} | {(4, "u250"), (4, "u55c"), (4, "u280")}
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -140,3 +141,23 @@ def test_the_whole_table_keeps_the_cards_limits(level, tmp_path):
         assert fit.cus <= resources.MAX_CUS, platform.alias
         assert max(fit.ports_per_bank.values()) <= resources.MAX_PORTS_PER_BANK, platform.alias
         assert fit.fits == ((level, platform.alias) in FITS), (platform.alias, resources.table(fit))
+
+
+@pytest.mark.parametrize("alias", ["u250", "u55c", "u280"])
+def test_the_default_gemm_is_the_largest_that_fits_beside_the_whole_table(alias, tmp_path):
+    """platforms.GEMM_PE / GEMM_CUS: the whole table's XCL_OPT 4 image fits with them, and not with
+    one more CU or an array a row or a column (4 PEs) larger."""
+    path = tmp_path / interface_file(4)
+    path.write_text(rendered(4)[interface_file(4)])
+    platform = next(p for p in PLATFORMS.values() if p.alias == alias)
+    pm, pn = platforms.GEMM_PE[alias]
+    cus = platforms.gemm_cus(platform, (pm, pn))
+
+    def fits(pe, n):
+        p = image_params(4, platform)
+        p["gemm_pe"], p["cus"]["e_gemm"] = list(pe), n
+        return resources.fit_of(str(path), p).fits
+
+    assert fits((pm, pn), cus)
+    assert not fits((pm, pn), cus + 1)
+    assert not fits((pm + 4, pn), cus) and not fits((pm, pn + 4), cus)

@@ -81,12 +81,17 @@ def describe() -> str:
                      for p in PLATFORMS.values())
 
 
-# The GEMM kernel's PE array at XCL_OPT 4 (gemm_pe=, PM x PN float32 multiply-adds per cycle), per
-# card: the largest array whose float32 MACs (about 5 DSPs each) stay within ~70% of the card's
-# DSPs, leaving room for the rest of the image. DSPS are the data sheets' DSP48E2 counts.
+# The GEMM kernel's PE array at XCL_OPT 4 (gemm_pe=, PM x PN float32 multiply-adds per cycle) and
+# its CUs by default, per card. A CU sits in one SLR, so its array is at most what one SLR's share
+# of the DSPs holds (about 5 DSPs a float32 MAC); the U250, U55C and U280 defaults are the largest
+# array and CU count with which the whole table's XCL_OPT 4 image fits beside the GEMM
+# (tests/test_codegen_engines.py checks both ways). Where that image fits no array (U200, U50,
+# ZCU102) the array is one SLR's, for the images of fewer kernels that do fit. DSPS are the data
+# sheets' DSP48E2 counts.
 DSPS = {"u200": 6840, "u250": 12288, "u50": 5952, "u55c": 9024, "u280": 9024, "zcu102": 2520}
-GEMM_PE = {"u200": (24, 32), "u250": (32, 48), "u50": (24, 32), "u55c": (32, 32), "u280": (32, 32),
+GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 16), "u280": (8, 16),
            "zcu102": (16, 16)}
+GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits beside the whole table
 
 
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
@@ -109,6 +114,9 @@ DSPS_PER_MAC = 5  # a float32 multiply-add
 
 
 def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
-    """GEMM engine CUs at the XCL_OPT 4 default: as many as fit in the DSP budget, each CU holding
-    one PM x PN array (its members, float32 and float16, share it), at least one."""
+    """GEMM engine CUs at XCL_OPT 4, each holding one PM x PN array (its members, float32 and
+    float16, share it): with the card's default array, the default CUs (GEMM_CUS); with another
+    (gemm_pe=), as many as fit in DSP_BUDGET of the card's DSPs, at least one."""
+    if pe == GEMM_PE[p.alias]:
+        return GEMM_CUS.get(p.alias, 1)
     return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))

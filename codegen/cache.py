@@ -1,0 +1,80 @@
+"""The codegen's caches on disk: what it derives from a text, stored under a hash of that text, so a
+warm `python -m codegen generate` (the one a build waits for) redoes only what changed.
+
+The folder is build/codegen-cache (build/cache is SCons's CacheDir), or $AFPGA_CODEGEN_CACHE.
+Every entry is keyed by its whole input (and the codegen's own sources, `FINGERPRINT`), so a stale
+entry cannot be found: deleting the folder only makes the next run cold. A folder that cannot be
+written leaves the codegen correct, only slower.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def folder() -> str:
+    return os.environ.get("AFPGA_CODEGEN_CACHE") or os.path.join(ROOT, "build", "codegen-cache")
+
+
+def subfolder(*names: str) -> str | None:
+    """A folder of the cache, made if needed; None if it cannot be written."""
+    path = os.path.join(folder(), *names)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path if os.access(path, os.W_OK) else None
+
+
+def _sources_hash() -> str:
+    """The codegen's own code: a cached result is as good as the code that computed it."""
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read() + b"\0")
+    return h.hexdigest()
+
+
+FINGERPRINT = _sources_hash()
+
+
+def key(*parts: str | bytes) -> str:
+    """A hash of `parts` and FINGERPRINT."""
+    h = hashlib.sha256(FINGERPRINT.encode())
+    for p in parts:
+        b = p.encode() if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()
+
+
+def _path(kind: str, k: str) -> str:
+    return os.path.join(folder(), kind, k + ".pickle")
+
+
+def load(kind: str, k: str):
+    """The value stored for key `k`, or None."""
+    try:
+        with open(_path(kind, k), "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return None
+
+
+def store(kind: str, k: str, value) -> None:
+    """Store `value` for key `k` (atomically: concurrent builds may share the folder)."""
+    where = subfolder(kind)
+    if where is None:
+        return  # a read-only tree: generate stays correct, only cold
+    try:
+        fd, tmp = tempfile.mkstemp(dir=where, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, _path(kind, k))
+    except OSError:
+        pass  # a full disk: the same

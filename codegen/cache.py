@@ -8,6 +8,8 @@ written leaves the codegen correct, only slower.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
 import pickle
@@ -57,10 +59,24 @@ def _path(kind: str, k: str) -> str:
     return os.path.join(folder(), kind, k + ".pickle")
 
 
+@contextlib.contextmanager
+def no_gc():
+    """Without the cyclic garbage collector: the codegen makes hundreds of thousands of long-lived
+    objects (torchgen's parse, the kernels' interfaces) and little cyclic garbage, and the collector
+    would rescan all of them at every threshold -- a quarter of a run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load(kind: str, k: str):
     """The value stored for key `k`, or None."""
     try:
-        with open(_path(kind, k), "rb") as f:
+        with open(_path(kind, k), "rb") as f, no_gc():
             return pickle.load(f)
     except (OSError, EOFError, pickle.UnpicklingError):
         return None

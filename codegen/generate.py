@@ -7,7 +7,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from . import abi, baseline, check, engines, interface, storage
+from . import abi, baseline, cache, check, engines, interface, storage
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
 from .gen_hls import arg_names, emu_units, generate_hls, template_env
@@ -143,6 +143,11 @@ def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] =
         dtypes: tuple[str, ...] = ()):
     """Generate into out_dir; against a torch other than the one recorded there, first `say` the
     upgrade report and write it to upgrade-report.md beside out_dir (build/upgrade-report.md)."""
+    with cache.no_gc():
+        return _run(table_path, out_dir, levels, kernels, say, dtypes)
+
+
+def _run(table_path: str, out_dir: str, levels, kernels: tuple[str, ...], say, dtypes: tuple[str, ...]):
     library = kernel_library.load_library(HLS_ROOT)
     table = load_table(table_path)
     native = load_native()

@@ -10,7 +10,7 @@ on the text it checks.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from . import abi
@@ -71,11 +71,14 @@ class TopFunction:
         return tuple(dict.fromkeys(a.bundle for a in self.args if a.pointer))
 
     def to_json(self) -> dict:
-        return {"name": self.name, "args": [asdict(a) for a in self.args]}
+        return {"name": self.name, "args": [{f: getattr(a, f) for f in _ARG_FIELDS} for a in self.args]}
 
     @staticmethod
     def from_json(doc: dict) -> TopFunction:
         return TopFunction(doc["name"], tuple(Arg(**a) for a in doc["args"]))
+
+
+_ARG_FIELDS = tuple(f.name for f in fields(Arg))  # an Arg's JSON: its fields (all plain values), in order
 
 
 @lru_cache(maxsize=None)

@@ -55,8 +55,8 @@ def key(*parts: str | bytes) -> str:
     return h.hexdigest()
 
 
-def _path(kind: str, k: str) -> str:
-    return os.path.join(folder(), kind, k + ".pickle")
+def _path(name: str) -> str:
+    return os.path.join(folder(), name + ".pickle")
 
 
 @contextlib.contextmanager
@@ -73,24 +73,26 @@ def no_gc():
             gc.enable()
 
 
-def load(kind: str, k: str):
-    """The value stored for key `k`, or None."""
+def load(name: str, k: str):
+    """The value stored as `name` if it was stored with the key `k`, else None."""
     try:
-        with open(_path(kind, k), "rb") as f, no_gc():
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError):
-        return None
+        with open(_path(name), "rb") as f, no_gc():
+            stored, value = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError):
+        return None  # none yet, or written by another version of the code
+    return value if stored == k else None
 
 
-def store(kind: str, k: str, value) -> None:
-    """Store `value` for key `k` (atomically: concurrent builds may share the folder)."""
-    where = subfolder(kind)
+def store(name: str, k: str, value) -> None:
+    """Store `value` as `name` with the key `k`, replacing what was there: one entry a name, so the
+    folder does not grow (atomically: concurrent builds may share it)."""
+    where = subfolder(os.path.dirname(name))
     if where is None:
         return  # a read-only tree: generate stays correct, only cold
     try:
         fd, tmp = tempfile.mkstemp(dir=where, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, _path(kind, k))
+            pickle.dump((k, value), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, _path(name))
     except OSError:
         pass  # a full disk: the same

@@ -2,6 +2,7 @@
 only when their content changed (so SCons, which compares content, rebuilds nothing needlessly)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -153,22 +154,40 @@ def write_if_changed(path: str, text: str) -> bool:
     return True
 
 
+def read_back(sources: list[tuple[str, str]], name: str) -> list[tuple[interface.TopFunction, dict]]:
+    """Each (where, code)'s top function (checked: codegen/interface.py) and local arrays
+    (codegen/storage.py), read from the text. Kept in the codegen's cache (`name`: one file per
+    level and kind) by the text's hash: a warm run reads back only the sources whose text changed."""
+    name, version = f"interfaces/{name}", cache.key()
+    stored = cache.load(name, version) or {}
+    keys = [hashlib.sha256(code.encode()).digest() for _, code in sources]
+    found: dict[bytes, tuple[interface.TopFunction, dict]] = {}
+    for (where, code), k in zip(sources, keys):
+        if k not in found:
+            found[k] = stored.get(k) or _read(code, where)
+    if found.keys() != stored.keys():
+        cache.store(name, version, found)  # this run's: the entries of texts no longer rendered go
+    return [found[k] for k in keys]
+
+
+def _read(code: str, where: str) -> tuple[interface.TopFunction, dict]:
+    resolve = interface.resolver(code)
+    return interface.check(interface.parse(code, where, resolve), where), storage.memories(code, resolve)
+
+
 def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level: int) -> tuple[dict, dict]:
     """Each kernel's AXI interface at one level, read from the source just rendered (its arguments
     must be the ABI's: ports, scalars, sizes, in that order), and its local arrays (codegen/storage.py)."""
     doc, memories = {}, {}
-    for k in kernels:
-        where = f"kernels/hls/{k.op.category}/opt{level}.cpp.j2 ({k.name})"
-        code = files[k.source(level)]
-        resolve = interface.resolver(code)
-        top = interface.check(interface.parse(code, where, resolve), where)
-        memories[k.name] = storage.memories(code, resolve)
+    sources = [(f"kernels/hls/{k.op.category}/opt{level}.cpp.j2 ({k.name})", files[k.source(level)]) for k in kernels]
+    for k, (where, _), (top, arrays) in zip(kernels, sources, read_back(sources, f"kernels_opt{level}")):
         names = [a.name for a in top.args]
         if top.name != k.name or names != arg_names(k):
             raise interface.InterfaceError(
                 f"{where}: the top function is {top.name}({', '.join(names)}); ops.yaml says "
                 f"{k.name}({', '.join(arg_names(k))}) (its inputs, outputs, scalars, sizes)")
         doc[k.name] = top
+        memories[k.name] = arrays
     return doc, memories
 
 
@@ -180,13 +199,13 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, 
     doc = {name: top.to_json() for name, top in tops.items()}
     for e in built:
         files[e.source] = engines.HEADER + engines.render(e, env or template_env(HLS_ROOT))
-        where = f"{e.source} (codegen/engines.py)"
-        top = interface.check(interface.parse(files[e.source], where), where)
+    sources = [(f"{e.source} (codegen/engines.py)", files[e.source]) for e in built]
+    for e, (where, _), (top, arrays) in zip(built, sources, read_back(sources, f"engines_opt{level}")):
         if top != e.top:
             raise interface.InterfaceError(f"{where}: the rendered top function reads back as {top}, not {e.top}")
         doc[e.name] = top.to_json()
         if e.datapaths:  # their arrays are the engine's own (XCL_OPT 1 tiles), not its members'
-            memories[e.name] = storage.memories(files[e.source])
+            memories[e.name] = arrays
     members = {e.name: [m.kernel for m in e.members] for e in built}
     # `memories`: each kernel's local arrays; `datapaths`: the members that share a region (by
     # opcode) -- both priced by the build's resource model.

@@ -3,6 +3,7 @@ headers) and the DispatchStubs its headers declare."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -94,11 +95,12 @@ def load_native(path: str | None = None) -> NativeTable:
                 texts.append(f.read())
         except OSError:
             raise TableError(None, f"cannot read {needed}: no such file") from None
+    name = "native/" + hashlib.sha256(path.encode()).hexdigest()[:16]
     k = cache.key(path, *texts, torch_version(), TORCHGEN_NATIVE)
-    native = cache.load("native", k)
+    native = cache.load(name, k)
     if native is None:
         native = _parse_native(path, tags)
-        cache.store("native", k, native)
+        cache.store(name, k, native)
     return native
 
 

@@ -83,8 +83,9 @@ def manifest(entries: tuple[ResolvedEntry, ...], kernels: tuple[Kernel, ...]) ->
 
 
 def json_text(doc) -> str:
-    """`json.dumps(doc, indent=1, sort_keys=True)` and a newline, byte for byte, in a third of the
-    time: the json module encodes in C only without indent, and the interface files are large."""
+    """`json.dumps(doc, indent=1, sort_keys=True)` and a newline, byte for byte, for a `doc` whose
+    dicts have string keys, in half the time: the json module encodes in C only without indent (so
+    here only the dicts of plain values), and the interface files are large."""
     out: list[str] = []
     _json(doc, "\n", out)
     out.append("\n")
@@ -108,8 +109,6 @@ def _json(value, newline: str, out: list[str]) -> None:
             return
         sep = "{" + inner
         for k in sorted(value):
-            if type(k) is not str:
-                raise TypeError(f"json_text: key {k!r} is not a string")
             out.append(sep + _string(k) + ": ")
             _json(value[k], inner, out)
             sep = "," + inner

@@ -5,6 +5,7 @@ then handed to the pure generators.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,7 +168,7 @@ class Kernel:
         """Path of the generated HLS source, relative to the generation root."""
         return f"hls/{self.op.category}/{self.name}_opt{level}.cpp"
 
-    @property
+    @functools.cached_property  # the templates ask for it tens of thousands of times a run
     def ports(self) -> tuple[Port, ...]:
         """The pointer arguments in ABI order (inputs, then outputs), each with its element dtype:
         the kernel's, unless the op fixes it."""

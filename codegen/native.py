@@ -3,6 +3,7 @@ headers) and the DispatchStubs its headers declare."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 
 import torchgen
 import yaml
-from torchgen.gen import parse_native_yaml
 from torchgen.model import DispatchKey, NativeFunction
 
+from . import cache
 from .model import Location, TableError
 
 TORCHGEN_NATIVE = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
@@ -82,12 +83,30 @@ class _NativeFacts(Mapping):
 
 @functools.lru_cache(maxsize=None)
 def load_native(path: str | None = None) -> NativeTable:
-    """Parse a native_functions.yaml (default: the installed torch's), with the tags.yaml beside it."""
+    """Parse a native_functions.yaml (default: the installed torch's), with the tags.yaml beside it.
+    torchgen's parse takes most of a second; the codegen's cache keeps it (codegen/cache.py), keyed
+    by both files' content and the torchgen that parsed them."""
     path = os.path.abspath(path or INSTALLED_NATIVE)
     tags = os.path.join(os.path.dirname(path), "tags.yaml")
+    texts = []
     for needed in (path, tags):
-        if not os.path.isfile(needed):
-            raise TableError(None, f"cannot read {needed}: no such file")
+        try:
+            with open(needed, "rb") as f:
+                texts.append(f.read())
+        except OSError:
+            raise TableError(None, f"cannot read {needed}: no such file") from None
+    name = "native/" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    k = cache.key(path, *texts, torch_version(), TORCHGEN_NATIVE)
+    native = cache.load(name, k)
+    if native is None:
+        native = _parse_native(path, tags)
+        cache.store(name, k, native)
+    return native
+
+
+def _parse_native(path: str, tags: str) -> NativeTable:
+    from torchgen.gen import parse_native_yaml  # its import alone is a tenth of a second
+
     try:
         parsed = parse_native_yaml(path, tags, skip_native_fns_gen=True)
     except (AssertionError, RuntimeError, KeyError, ValueError, yaml.YAMLError) as e:

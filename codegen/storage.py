@@ -28,10 +28,16 @@ UNKNOWN_BITS = 64  # an element of a type the ABI table lacks (a struct accumula
 _ONE = r"\w+(?:\[[^\]\n]+\])+"
 _DECL = re.compile(rf"^[ \t]*(?:static\s+)?((?:AFPGA_ENGINE_MEMORY\s+)?)(?:const\s+)?([A-Za-z_][\w:<>, ]*?)\s+"
                    rf"({_ONE}(?:\s*,\s*{_ONE})*)\s*[;=]", re.M)
-_CONST = re.compile(r"\bconst\s+(?:int|unsigned|uint32_t|int32_t|uint64_t|int64_t|size_t)\s+(\w+)\s*=\s*([^;]+);")
+_CONST = re.compile(interface.word("const")
+                    + r"\s+(?:int|unsigned|uint32_t|int32_t|uint64_t|int64_t|size_t)\s+(\w+)\s*=\s*([^;]+);")
 _PARTITION = re.compile(r"#pragma\s+HLS\s+ARRAY_PARTITION\s+([^\n]*)")
 # An array the kernel binds to UltraRAM where the card has it (under `#ifdef AFPGA_URAM`).
 _URAM = re.compile(r"#pragma\s+HLS\s+BIND_STORAGE\s+[^\n]*\bvariable=(\w+)[^\n]*\bimpl=uram\b")
+_DECLARATOR = re.compile(r"(\w+)((?:\[[^\]\n]+\])+)")
+_DIM = re.compile(r"\[([^\]]+)\]")
+_ARITHMETIC = re.compile(r"[\d\s+\-*/()<]+")
+_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")  # 1u, 16ull
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 def _constants(code: str):
@@ -50,13 +56,13 @@ def _constants(code: str):
 
 @lru_cache(maxsize=None)
 def _literal(text: str) -> int | None:
-    if not re.fullmatch(r"[\d\s+\-*/()<]+", text):
+    if not _ARITHMETIC.fullmatch(text):
         return None
     return int(eval(text.replace("/", "//"), {"__builtins__": {}}))  # digits and arithmetic only (checked above)
 
 
 def _evaluate(expr: str, value) -> int | None:
-    text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)  # 1u, 16ull
+    text = _SUFFIX.sub(r"\1", expr)
     unknown = False
 
     def substitute(m):
@@ -65,7 +71,7 @@ def _evaluate(expr: str, value) -> int | None:
         unknown = unknown or v is None
         return str(v)
 
-    text = re.sub(r"\b[A-Za-z_]\w*\b", substitute, text)
+    text = _IDENTIFIER.sub(substitute, text)
     return None if unknown else _literal(text)
 
 
@@ -78,7 +84,7 @@ def memories(code: str, resolve=None) -> dict[str, float]:
     resolve = resolve or interface.resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}
     for args in _PARTITION.findall(code):
-        fields = dict(re.findall(r"(\w+)=(\w+)", args))
+        fields = dict(interface.FIELDS.findall(args))
         kind = "complete" if "complete" in args.split() else fields.get("type", "cyclic")
         factor = _evaluate(fields.get("factor", "0"), names) or 0
         partitions.setdefault(fields.get("variable", ""), []).append((int(fields.get("dim", 1)), kind, factor))
@@ -87,9 +93,9 @@ def memories(code: str, resolve=None) -> dict[str, float]:
     shared: dict[str, dict[str, float]] = {}
     lines = "\n".join(line for line in code.splitlines() if "[" in line and "(" not in line)  # declarations only
     arrays = [(bool(engine), ctype, m.group(1), m.group(2)) for engine, ctype, declarators in _DECL.findall(lines)
-              for m in re.finditer(r"(\w+)((?:\[[^\]\n]+\])+)", declarators)]
+              for m in _DECLARATOR.finditer(declarators)]
     for engine, ctype, name, dims_text in arrays:
-        dims = [_evaluate(d, names) for d in re.findall(r"\[([^\]]+)\]", dims_text)]
+        dims = [_evaluate(d, names) for d in _DIM.findall(dims_text)]
         if None in dims:
             continue  # a size the file does not state as a constant: not priced
         bits = interface.bits(resolve(ctype)) or UNKNOWN_BITS

@@ -11,19 +11,15 @@ import ctypes
 import json
 import os
 import re
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from codegen import abi
-from codegen.engines import NARROW, READ_BUNDLE, SHARED_DATAPATH, engine_name, engine_source
-from codegen.gen_hls import generate_hls, template_env
-from codegen.generate import HLS_ROOT, ROOT, add_engines
-from codegen.plan import ABI_HEADER, interface_file, member_file, plan
+from codegen.engines import NARROW, READ_BUNDLE, SHARED_DATAPATH, engine_name
+from codegen.generate import ROOT
+from codegen.plan import interface_file, member_file, plan
+from engine_support import compiled, generated
 
-INCLUDES = ["kernels/hls/emu/include", "kernels/hls/include"]
 # (level, engine key): the full-rate and narrow pointwise engines of XCL_OPT 4, the generating ones,
 # and a level of element streams and one of tiles.
 CASES = [(4, "unary"), (4, "unary_narrow"), (4, "binary"), (4, "binary_narrow"), (4, "ternary_narrow"),
@@ -40,34 +36,14 @@ SCALARS = {"std::complex<float>": (lambda v: Complex64(v, -v), 0.75), "float": (
 
 @pytest.fixture(scope="module")
 def gen(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gen")
     kernels = plan(os.path.join(ROOT, "native_functions_fpga.yaml")).kernels
-    env = template_env(HLS_ROOT)
-    files = {ABI_HEADER: abi.header(), **generate_hls(kernels, env, tuple({lv for lv, _ in CASES}))}
-    for level in {lv for lv, _ in CASES}:
-        add_engines(kernels, files, level, env)
-    for rel, text in files.items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-    return out
+    return generated(tmp_path_factory.mktemp("gen"), kernels, sorted({lv for lv, _ in CASES}))
 
 
 @pytest.fixture(scope="module")
 def libraries(gen):
-    """{(level, category, synthesis): the engine compiled as a shared library}, two g++ at a time."""
-    def build(key):
-        level, category, synthesis = key
-        lib = gen / f"{engine_name(category)}_opt{level}{'_synth' if synthesis else ''}.so"
-        cmd = ["g++", "-std=c++14", "-O0", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wno-unknown-pragmas",
-               "-Wno-unused-label", *(["-D__SYNTHESIS__"] if synthesis else []),
-               *(f"-I{ROOT}/{d}" for d in INCLUDES), f"-I{gen}", str(gen / engine_source(category, level)),
-               "-o", str(lib)]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        return key, lib
-
-    keys = [(lv, c, s) for lv, c in CASES for s in (False, True)]
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(build, keys))
+    """{(level, engine key, synthesis): the engine compiled as a shared library}."""
+    return compiled(gen, [(lv, c, s) for lv, c in CASES for s in (False, True)])
 
 
 def test_every_pointwise_category_is_checked():

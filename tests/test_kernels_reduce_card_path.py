@@ -11,18 +11,16 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from codegen import abi
-from codegen.engines import NARROW, READ_BUNDLE, engine_name, engine_source
-from codegen.gen_hls import generate_hls, template_env
-from codegen.generate import HLS_ROOT, ROOT, add_engines
-from codegen.plan import ABI_HEADER, interface_file, member_file, plan
-from test_engine_datapaths import INCLUDES, words
+from codegen.engines import NARROW, READ_BUNDLE, engine_name
+from codegen.generate import ROOT
+from codegen.plan import interface_file, member_file, plan
+from engine_support import compiled, generated
+from test_engine_datapaths import words
 
 LEVEL = 4
 ENGINES = ("reduce", "reduce" + NARROW)
@@ -32,31 +30,14 @@ SCALARS = {"p": (ctypes.c_double, 3.0), "correction": (ctypes.c_double, 1.0), "t
 
 @pytest.fixture(scope="module")
 def gen(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gen")
     kernels = plan(os.path.join(ROOT, "native_functions_fpga.yaml"), ("reduce",)).kernels
-    env = template_env(HLS_ROOT)
-    files = {ABI_HEADER: abi.header(), **generate_hls(kernels, env, (LEVEL,))}
-    add_engines(kernels, files, LEVEL, env)
-    for rel, text in files.items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-    return out
+    return generated(tmp_path_factory.mktemp("gen"), kernels, (LEVEL,))
 
 
 @pytest.fixture(scope="module")
 def libraries(gen):
-    """{(engine key, synthesis): the engine compiled as a shared library}, two g++ at a time."""
-    def build(key):
-        name, synthesis = key
-        lib = gen / f"{engine_name(name)}{'_synth' if synthesis else ''}.so"
-        cmd = ["g++", "-std=c++14", "-O1", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wno-unknown-pragmas",
-               "-Wno-unused-label", *(["-D__SYNTHESIS__"] if synthesis else []),
-               *(f"-I{ROOT}/{d}" for d in INCLUDES), f"-I{gen}", str(gen / engine_source(name, LEVEL)), "-o", str(lib)]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        return key, lib
-
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(build, [(e, s) for e in ENGINES for s in (False, True)]))
+    """{(level, engine key, synthesis): the engine compiled as a shared library}."""
+    return compiled(gen, [(LEVEL, e, s) for e in ENGINES for s in (False, True)], "-O1")
 
 
 def test_the_narrow_engine_holds_the_members_that_compute_fewer_lanes(gen):
@@ -107,7 +88,7 @@ def test_the_cards_fold_computes_what_c_simulation_computes(gen, libraries, key)
     top = doc["kernels"][engine]["args"]
     members = [line.split() for line in (gen / member_file(LEVEL)).read_text().splitlines()
                if line.startswith("member ") and line.split()[2] == engine]
-    libs = [ctypes.CDLL(str(libraries[(key, s)])) for s in (False, True)]
+    libs = [ctypes.CDLL(str(libraries[(LEVEL, key, s)])) for s in (False, True)]
     rng = np.random.default_rng(0)
     checked = 0
     for _, member, _, opcode, *pairs in members:

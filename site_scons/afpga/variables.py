@@ -137,7 +137,8 @@ def declare(args, kernel_names, dtypes) -> Variables:
                        map=platforms.ALIASES))
     v.Add("cus", f"compute units per engine, 1-{MAX_CUS} (default: at opt=3 and 4, as on the card, the streaming "
                  f"engines get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.stream_cus}" for p in platforms.PLATFORMS.values())
-                 + "; gemm as many as its PE array fits in ~70% of the DSPs; else 1)", "",
+                 + "; gemm at opt=4 the platform's default CUs, or as many CUs of a gemm_pe= array as fit in ~60% of "
+                 "the DSPs; else 1)", "",
           _whole(1, MAX_CUS))
     v.Add("freq", "kernel clock in MHz for v++ --kernel_frequency (default: the platform's)", "",
           _whole(50, 1000))
@@ -146,7 +147,7 @@ def declare(args, kernel_names, dtypes) -> Variables:
     v.Add("cache", "CacheDir for finished .xo files, reused across builds and checkouts ('' disables)",
           "build/cache")
     v.Add("gemm_pe", "the GEMM kernel's PE array at XCL_OPT 4, PMxPN float multiply-adds per cycle (multiples of 4, "
-                     "4-64; default per platform, the largest within ~70% of its DSPs: "
+                     "4-64; default per platform, an array one SLR holds, the largest that fits beside the whole table: "
                      + ", ".join(f"{a} {platforms.gemm_pe_default(platforms.PLATFORMS[n])}"
                                  for a, n in platforms.ALIASES.items())
                      + f"; target=emu: {platforms.gemm_pe_default(None, 'emu')}, the array the host CPU runs fastest, "

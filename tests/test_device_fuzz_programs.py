@@ -18,7 +18,7 @@ def test_programs_agree_with_the_cpu():
     # the programs ran FPGA kernels and CPU fallbacks both
     counts = aten_fpga.stats()
     assert sum(r["fpga"] for r in counts.values()) > 1000, counts
-    assert sum(r["cpu_fallback"] for r in counts.values()) > 100, counts  # (fewer as ops gain kernels)
+    assert sum(r["cpu_fallback"] for r in counts.values()) > 50, counts  # (fewer as ops gain kernels)
 
 
 def test_programs_are_seeded_sized_and_mixed():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from codegen import abi
-from codegen.engines import NARROW, READ_BUNDLE, engine_name
+from codegen.engines import NARROW, READ_BUNDLE, engine_name, engine_source
 from codegen.generate import ROOT
 from codegen.plan import interface_file, member_file, plan
 from engine_support import compiled, generated

@@ -1,6 +1,6 @@
 // fpga_transform: tensor transformations made of the data-movement kernels, and the BatchNorm
 // overloads AOTAutograd emits.
-//   roll (Swin's shifted windows)   two slices of each rolled dim joined by cat (copy kernels)
+//   roll (Swin's shifted windows)   index_select (index/gather_rows) with the rotated indices
 //   flip                            index_select (index/gather_rows) with descending indices
 //                                   from arange (range/arange), one per flipped dim
 //   _native_batch_norm_legit        native_batch_norm (host/ps/fpga_norm.cpp): the same op, its
@@ -33,7 +33,10 @@ at::Tensor fpga_roll(const KernelRef& kernel, const at::Tensor& self, at::IntArr
     if (n == 0) continue;
     const int64_t start = ((shifts[i] % n) + n) % n;  // the first output element comes from n - start
     if (start == 0) continue;
-    out = at::cat({out.narrow(dim, n - start, start), out.narrow(dim, 0, n - start)}, dim);
+    // The rotated order, made on the host (n indices) and gathered by the index kernel, as flip's:
+    // slices joined by cat would move contiguous slabs by DMA, which launches no kernel to count.
+    const at::Tensor order = at::cat({at::arange(n - start, n, at::kLong), at::arange(0, n - start, at::kLong)});
+    out = at::index_select(out, dim, order.to(self.device()));
     copied = true;
   }
   return copied ? out : self.clone(at::MemoryFormat::Contiguous);

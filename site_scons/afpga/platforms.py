@@ -101,7 +101,7 @@ GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits besid
 # a U250 holds two engine CUs (two host threads). Against four CUs of 16 x 24 (four threads on the
 # project's two cores) it took 14% less CPU time for a 2048^3 mm (bench/bench_ops.py --ops mm;
 # docs/kernels.md, GEMM). `gemm_pe=32x48` emulates the card's array.
-EMU_GEMM_PE = (16, 48)
+EMU_GEMM_PE = (16, 44)  # the largest 16-row array of which a U250 holds two CUs in 60% of its DSPs
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:

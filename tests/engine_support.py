@@ -11,7 +11,7 @@ from codegen import abi
 from codegen.engines import engine_name, engine_source
 from codegen.gen_hls import generate_hls, template_env
 from codegen.generate import HLS_ROOT, ROOT, add_engines
-from codegen.plan import ABI_HEADER
+from codegen.plan import ABI_HEADER, member_file
 
 INCLUDES = ["kernels/hls/emu/include", "kernels/hls/include"]
 
@@ -43,3 +43,10 @@ def compiled(gen: Path, builds, optimize: str = "-O0") -> dict:
 
     with ThreadPoolExecutor(2) as pool:
         return dict(pool.map(build, builds))
+
+
+def engine_members(gen: Path, level: int, engine: str) -> list[tuple[str, int, dict[str, str]]]:
+    """The member table's lines of `engine` at `level`: (member, opcode, {member argument: engine argument})."""
+    rows = [line.split() for line in (gen / member_file(level)).read_text().splitlines() if line.startswith("member ")]
+    return [(member, int(opcode), dict(p.split("=") for p in pairs))
+            for _, member, owner, opcode, *pairs in rows if owner == engine]

@@ -17,8 +17,8 @@ import pytest
 
 from codegen.engines import NARROW, READ_BUNDLE, SHARED_DATAPATH, engine_name
 from codegen.generate import ROOT
-from codegen.plan import interface_file, member_file, plan
-from engine_support import compiled, generated
+from codegen.plan import interface_file, plan
+from engine_support import compiled, engine_members, generated
 
 # (level, engine key): the full-rate and narrow pointwise engines of XCL_OPT 4, the generating ones,
 # and a level of element streams and one of tiles.
@@ -72,14 +72,12 @@ def test_the_cards_datapath_computes_what_each_member_computes(gen, libraries, l
     engine = engine_name(category)
     top = doc["kernels"][engine]["args"]
     bundles = {a["name"]: a["bundle"] for a in top}
-    members = [line.split() for line in (gen / member_file(level)).read_text().splitlines()
-               if line.startswith("member ") and line.split()[2] == engine]
+    members = engine_members(gen, level, engine)
     assert doc["datapaths"][engine], "a pointwise engine shares its datapaths"
     libs = [ctypes.CDLL(str(libraries[(level, category, s)])) for s in (False, True)]
     rng = np.random.default_rng(0)
     checked = 0
-    for _, member, _, opcode, *pairs in members:
-        carried = dict(p.split("=") for p in pairs)
+    for member, opcode, carried in members:
         own = {a["name"]: a for a in doc["kernels"][member]["args"]}
         size = 4 * 64 + 3  # four whole words of any lane count, and a partial one
         count = size + 64

@@ -18,8 +18,8 @@ import pytest
 from codegen import abi
 from codegen.engines import NARROW, READ_BUNDLE, engine_name, engine_source
 from codegen.generate import ROOT
-from codegen.plan import interface_file, member_file, plan
-from engine_support import compiled, generated
+from codegen.plan import interface_file, plan
+from engine_support import compiled, engine_members, generated
 from test_engine_datapaths import words
 
 LEVEL = 4
@@ -86,13 +86,11 @@ def test_the_cards_fold_computes_what_c_simulation_computes(gen, libraries, key)
     doc = json.loads((gen / interface_file(LEVEL)).read_text())
     engine = engine_name(key)
     top = doc["kernels"][engine]["args"]
-    members = [line.split() for line in (gen / member_file(LEVEL)).read_text().splitlines()
-               if line.startswith("member ") and line.split()[2] == engine]
+    members = engine_members(gen, LEVEL, engine)
     libs = [ctypes.CDLL(str(libraries[(LEVEL, key, s)])) for s in (False, True)]
     rng = np.random.default_rng(0)
     checked = 0
-    for _, member, _, opcode, *pairs in members:
-        carried = dict(p.split("=") for p in pairs)
+    for member, opcode, carried in members:
         own = {a["name"]: a for a in doc["kernels"][member]["args"]}
         lanes = int(own["in"]["type"].split(",")[-1].strip(" >*"))
         # rows: 3 rows of 40 whole words and a ragged one (the C simulation's word groups and the

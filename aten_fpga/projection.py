@@ -397,12 +397,29 @@ GEMM_IL, GEMM_SM, GEMM_TK4 = 8, 8, 64  # opt4: accumulators per PE, PE row block
 
 GEMM_MEMBER = "v_gemm_float32"
 
+def largest_gemm(platform, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> tuple[tuple[int, int], int]:
+    """The XCL_OPT 4 GEMM array (PM, PN) and CUs with the most multiply-adds a cycle with which the
+    image of `wanted`/`dtypes` still fits `platform` (resources.estimate, the build's fit check):
+    what a plan's build gives its GEMM (aten_fpga.record). Ties go to the squarer array (fewer
+    port words per multiply-add), then to fewer CUs; at most a CU per SLR."""
+    best, key = ((4, 4), 1), None
+    for cus in range(1, resources.CAPACITY[platform.alias].slrs + 1):
+        for pm in range(4, 65, 4):
+            for pn in range(pm, 65, 4):  # the fit only worsens as the array grows
+                if not image(4, platform, wanted, dtypes, (pm, pn), (("gemm", cus),)).fit.fits:
+                    break
+                k = (pm * pn * cus, -(pn - pm), -cus)
+                if key is None or k > key:
+                    best, key = ((pm, pn), cus), k
+    return best
+
+
 def gemm_design(level: int, platform, pe: tuple[int, int] | None = None, wanted: tuple[str, ...] = (),
-                dtypes: tuple[str, ...] = ()) -> dict:
-    """The GEMM engine of the image at `level` on `platform` (gemm_pe= `pe`, default the platform's):
-    float32 MACs per cycle per CU, CUs, tile, port lanes, and its DSPs against what the rest of the
-    image leaves of the budget (resources.estimate: the engine holds a PE array per member dtype)."""
-    img = image(level, platform, wanted, dtypes, pe)
+                dtypes: tuple[str, ...] = (), cus: tuple[tuple[str, int], ...] = ()) -> dict:
+    """The GEMM engine of the image at `level` on `platform` (gemm_pe= `pe`, default the platform's;
+    `cus`: a plan's CUs): float32 MACs per cycle per CU, CUs, tile, port lanes, and its DSPs against
+    what the rest of the image leaves of the budget (resources.estimate)."""
+    img = image(level, platform, wanted, dtypes, pe, cus)
     lanes = input_lanes(img, GEMM_MEMBER)
     if level == 4:
         pm, pn = img.config.gemm_pe
@@ -421,7 +438,8 @@ def gemm_design(level: int, platform, pe: tuple[int, int] | None = None, wanted:
 
 
 def gemm_throughput(level: int, platform, n: int = GEMM_N, pe: tuple[int, int] | None = None,
-                    wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> dict:
+                    wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
+                    cus: tuple[tuple[str, int], ...] = ()) -> dict:
     """Projected GFLOP/s of one n x n x n float32 product, resident in device memory.
 
     Per CU and output tile (TM x TN, k in TK chunks): compute takes ceil(n/TK) * TK * TM * TN / MACs
@@ -430,8 +448,8 @@ def gemm_throughput(level: int, platform, n: int = GEMM_N, pe: tuple[int, int] |
     levels 2-4 overlap loads, compute and store, so a tile takes the longest of them. Memory: each
     tile reads n * (TM + TN) elements, a and b both on the engine's read master (one port word a
     cycle between them, within its bank's share), and writes TM * TN on the write master."""
-    d = gemm_design(level, platform, pe, wanted, dtypes)
-    img = image(level, platform, wanted, dtypes, pe)
+    d = gemm_design(level, platform, pe, wanted, dtypes, cus)
+    img = image(level, platform, wanted, dtypes, pe, cus)
     clock = img.clock_hz
     tm, tn, tk = d["tile"]
     tiles = -(-n // tm) * -(-n // tn)

@@ -23,7 +23,9 @@ HEADER = """\
 # An aten_fpga workload plan (aten_fpga.record). Build the image that serves it:
 #   scons target=hw platform=u250 opt=4 plan={name}   (or target=emu to run it on the emulator)
 # build.kernels / build.dtypes: what the image holds (default: the library ops and dtypes of the
-#   kernels under ops:); build.cus: CUs per engine category (default: the build's, per card).
+#   kernels under ops:); build.cus: CUs per engine category (default: the build's, per card);
+#   build.gemm_pe: the GEMM's PE array on the card, with build.cus.gemm the largest that fits beside
+#   the plan's kernels on {platform} at opt=4 (another card may need a smaller one: gemm_pe=).
 # ops: per ATen op, its runs on fpga and CPU fallbacks, the bytes it synced over the host link, and
 #   per kernel its launches, the device memory they spanned, their work (GEMM multiply-adds, FFT
 #   samples) and launch sizes; projected_ms: its time on {platform} (aten_fpga.projection).
@@ -87,12 +89,15 @@ def plan_of(rows: dict, workload: str = "") -> dict:
     ran = [k for o in ops.values() for k in o["kernels"].values() if "op" in k]
     total = sum(p["projected_seconds"] for p in projected.values())
     watts = projection.board_watts(img)
+    build = {"kernels": sorted({k["op"] for k in ran}), "dtypes": sorted({k["dtype"] for k in ran}), "cus": {}}
+    if any(k["engine"] == "gemm" for k in ran):
+        # The image holds only the plan's kernels, so its GEMM can have the DSPs the table's others took.
+        (pm, pn), cus = projection.largest_gemm(img.platform, tuple(build["kernels"]), tuple(build["dtypes"]))
+        build.update(cus={"gemm": cus}, gemm_pe=f"{pm}x{pn}")
     return {"workload": {"script": workload, "image": image(), "platform": img.platform.alias, "opt": img.level,
                          "projected_ms": round(total * 1e3, 6),
                          "projected_mj": round(watts * total * 1e3, 6) if watts else None},
-            "build": {"kernels": sorted({k["op"] for k in ran}), "dtypes": sorted({k["dtype"] for k in ran}),
-                      "cus": {}},
-            "ops": ops}
+            "build": build, "ops": ops}
 
 
 def rows_of(doc: dict) -> dict:

@@ -36,9 +36,11 @@ def test_engine_cus_are_the_builds(level):
             if category == "gemm" and level == 4:
                 want = platforms.gemm_cus(p, platforms.GEMM_PE[p.alias])
             else:
-                want = p.stream_cus if level >= 3 and category in variables.STREAMING else 1
+                streaming = {3: p.stream_cus, 4: p.vector_stream_cus or p.stream_cus}.get(level, 1)
+                want = streaming if category in variables.STREAMING else 1
             assert img.cus(category) == want, (p.alias, category)
     assert pm.image(4, plat("u55c")).cus("binary") == 2 and pm.image(4, plat("u250")).cus("binary") == 2
+    assert pm.image(4, plat("u200")).cus("binary") == 1 and pm.image(3, plat("u200")).cus("binary") == 2
 
 
 def test_two_masters_per_cu_each_on_its_own_bank():

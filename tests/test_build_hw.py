@@ -19,6 +19,7 @@ from afpga import platforms, xclbin  # noqa: E402
 
 U250 = "xilinx_u250_gen3x16_xdma_4_1_202210_1"
 U55C = "xilinx_u55c_gen3x16_xdma_3_202210_1"
+U200 = "xilinx_u200_gen3x16_xdma_2_202110_1"
 U280 = "xilinx_u280_gen3x16_xdma_1_202211_1"
 ZCU102 = "xilinx_zcu102_base_202210_1"
 
@@ -185,6 +186,8 @@ def test_default_cus_per_level_card_and_engine(repo):
             (U250, 2, (), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
             (U250, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
             (U55C, 3, (), {"e_binary": 2, "e_gemm": 1, "e_pair": 1}),
+            # The U200 holds the whole table's XCL_OPT 4 image with one CU per streaming engine.
+            (U200, 4, (), {"e_binary": 1, "e_gemm": 1, "e_pair": 1}),
             # One 16x16 array per CU, which the members (float32, float16) share: 5 CUs in 60% of
             # 12,288 DSPs, whatever the members' dtypes.
             (U250, 4, ("gemm_pe=16x16",), {"e_binary": 2, "e_gemm": 5, "e_pair": 1}),
@@ -220,7 +223,8 @@ def test_every_card_links_within_the_cu_and_bank_limits(repo, opt):
         ok(scons(repo, "target=hw", f"platform={name}", f"opt={opt}", "common_image=/opt/common", "xclbin"))
         out = repo / f"build/hw/{name}/opt{opt}"
         cus = nk(out)
-        assert cus == {"e_binary": p.stream_cus if opt >= 3 else 1, "e_pair": 1}, name
+        streaming = {1: 1, 2: 1, 3: p.stream_cus, 4: p.vector_stream_cus or p.stream_cus}[opt]
+        assert cus == {"e_binary": streaming, "e_pair": 1}, name
         assert sum(cus.values()) <= 128
         masters = masters_per_bank(repo, out, opt)
         per_cu = {e: len(set(b.values())) for e, b in bundles(repo, opt).items()}  # binary 2, pair 1

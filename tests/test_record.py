@@ -16,6 +16,8 @@ import aten_fpga
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fake_vitis"))
 from scons_repo import add_category, make_repo, ok, scons, tool_log  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site_scons"))
+from afpga import platforms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 U250 = "xilinx_u250_gen3x16_xdma_4_1_202210_1"
@@ -77,6 +79,17 @@ def test_record_a_script_from_the_command_line(tmp_path):
     gemm = next(k for o in plan["ops"].values() for n, k in o["kernels"].items() if n == "v_gemm_float32")
     assert gemm["work"] == 64 ** 3 and gemm["sizes"][0]["m"] == 64 and gemm["sizes"][0]["k"] == 64
     assert "gemm" in plan["build"]["kernels"] and plan["workload"]["script"].endswith("step.py 64")
+    # The plan's image holds a few engines, so its GEMM takes the DSPs the table's others would: the
+    # largest array and CUs that fit beside them on the U250 (one more CU, or a row, would not).
+    from aten_fpga import projection
+    u250 = projection.platform_of("u250")
+    pe, cus = platforms.parse_gemm_pe(plan["build"]["gemm_pe"]), plan["build"]["cus"]["gemm"]
+    wanted, dtypes = tuple(plan["build"]["kernels"]), tuple(plan["build"]["dtypes"])
+    fits = lambda pe, cus: projection.image(4, u250, wanted, dtypes, pe, (("gemm", cus),)).fit.fits  # noqa: E731
+    assert fits(pe, cus) and not fits((pe[0] + 4, pe[1]), cus) and not fits((pe[0], pe[1] + 4), cus)
+    assert cus == 4 or not fits(pe, cus + 1)  # at most a CU per SLR (the U250 has 4)
+    whole_table = platforms.GEMM_PE["u250"][0] * platforms.GEMM_PE["u250"][1] * platforms.GEMM_CUS["u250"]
+    assert pe[0] * pe[1] * cus > whole_table
 
 
 @pytest.fixture
@@ -106,6 +119,12 @@ def test_record_plan_build_round_trip(tmp_path, repo):
     assert (out / "torch.xclbin").exists() and not (repo / f"build/hw/{U250}/opt4").exists()
     dry = ok(scons(repo, "-n", "target=emu", "opt=4", "plan=chain.yaml", "xclbin"))
     assert "build/emu/opt4-plan-chain/torch_emu.so" in dry
+    # build.gemm_pe is the card's array (v++ -c's -D flags); the emulated image keeps the host's.
+    doc["build"]["gemm_pe"] = "12x20"
+    (repo / "chain.yaml").write_text(yaml.safe_dump(doc))
+    assert "-DAFPGA_GEMM_PE_M=12 -DAFPGA_GEMM_PE_N=20" in ok(scons(repo, "-n", "target=hw", "platform=u250", "opt=4",
+                                                                   "plan=chain.yaml", "xclbin"))
+    assert "-DAFPGA_GEMM_PE_M=12" not in ok(scons(repo, "-n", "target=emu", "opt=4", "plan=chain.yaml", "xclbin"))
     # without a plan the image holds the whole table
     ok(scons(repo, "target=hw", "platform=u250", "opt=4", "xclbin"))
     assert sorted(compiled(repo)) == ["e_binary", "e_pair"]
@@ -125,6 +144,7 @@ def test_a_plan_that_cannot_fit_is_refused_before_any_vpp(repo):
     ({"ops": {}}, "no op of it ran a kernel on fpga"),
     ({"build": {"kernels": ["nosuch"]}, "ops": {}}, "unknown kernels nosuch"),
     ({"build": {"kernels": ["add"], "cus": {"binary": 0}}, "ops": {}}, "build.cus binary: 0"),
+    ({"build": {"kernels": ["add"], "gemm_pe": "10x16"}, "ops": {}}, "build.gemm_pe '10x16'; give PMxPN"),
 ])
 def test_a_bad_plan_names_its_cause_and_fix(repo, plan, error):
     (repo / "bad.yaml").write_text(yaml.safe_dump(plan))

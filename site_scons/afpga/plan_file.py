@@ -1,14 +1,18 @@
 """A workload plan (`scons plan=path.yaml`): the YAML file aten_fpga.record writes, read into the
 build's selection -- kernels= (the library ops of the kernels its ops launched), dtypes= (theirs)
-and the CUs its `build.cus` gives engines. A person may edit the file: `build.kernels` and
+and the CUs its `build.cus` gives engines, with the GEMM array `build.gemm_pe` names (aten_fpga.record
+writes the largest that fits beside the plan's kernels). A person may edit the file: `build.kernels` and
 `build.dtypes`, when given, replace what the recorded ops imply. No torch is imported."""
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 import yaml
 from SCons.Errors import UserError
+
+from . import platforms
 
 HOW = "record one with `python -m aten_fpga.record -o plan.yaml script.py` (docs/workflow.md)"
 
@@ -31,9 +35,19 @@ def load(path: str) -> dict:
     return doc
 
 
-def selection(path: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
-    """(kernels=, dtypes=, (category, CUs) pairs) of the plan: build.kernels/build.dtypes if given,
-    else every library op and dtype of the kernels its ops ran on fpga."""
+@dataclass(frozen=True)
+class Selection:
+    """What a plan's image holds: build.kernels/build.dtypes if given, else every library op and
+    dtype of the kernels its ops ran on fpga; build.cus; build.gemm_pe ("" for the card's default)."""
+    kernels: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    cus: tuple[tuple[str, int], ...]  # (engine category, CUs)
+    gemm_pe: str = ""  # "PMxPN", the GEMM's PE array at XCL_OPT 4 on a card (gemm_pe=)
+
+
+def selection(path: str) -> Selection:
+    """The plan's Selection, validated: an unknown op, dtype or category, a bad CU count or array
+    is an error that names the plan and the fix."""
     from codegen.library import load_library
     from codegen.model import DTYPES
 
@@ -58,4 +72,8 @@ def selection(path: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[
         if category not in library or not isinstance(n, int) or not 1 <= n <= MAX_CUS:
             raise UserError(f"plan={path}: build.cus {category}: {n!r}; give an engine category of kernels/hls "
                             f"({', '.join(sorted(library))}) and a whole number of CUs from 1 to {MAX_CUS}")
-    return kernels, dtypes, tuple(sorted(cus.items()))
+    gemm_pe = str(build.get("gemm_pe") or "")
+    if gemm_pe and not platforms.parse_gemm_pe(gemm_pe):
+        raise UserError(f"plan={path}: build.gemm_pe {gemm_pe!r}; give PMxPN, each a multiple of 4 from 4 to 64 "
+                        "(e.g. 16x16), or drop it for the card's default")
+    return Selection(kernels, dtypes, tuple(sorted(cus.items())), gemm_pe)

@@ -39,6 +39,9 @@ class Platform:
     # engine builds all its members, and more do not fit beside the rest of the image.
     stream_cus: int
     embedded: bool = False  # Zynq MPSoC: v++ -p packages the xclbin with the boot image
+    # The same at XCL_OPT 4 where the whole table's 512-bit engines fit only one CU each beside the
+    # rest (the U200: LUT 119% with 2, 95% with 1; docs/building.md, "Will it fit?").
+    vector_stream_cus: int | None = None
 
     @property
     def memory(self) -> str:
@@ -55,7 +58,7 @@ def _indexed(kind: str, count: int, size: int) -> tuple[Bank, ...]:
 
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("u200", "xilinx_u200_gen3x16_xdma_2_202110_1", "Alveo U200", "2021.1",
-             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2),
+             _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2, vector_stream_cus=1),
     Platform("u250", "xilinx_u250_gen3x16_xdma_4_1_202210_1", "Alveo U250", "2022.1",
              _indexed("DDR", 4, 16 * GiB), 19.2, 12.0, 2),
     Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
@@ -102,6 +105,15 @@ GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits besid
 # project's two cores) it took 14% less CPU time for a 2048^3 mm (bench/bench_ops.py --ops mm;
 # docs/kernels.md, GEMM). `gemm_pe=32x48` emulates the card's array.
 EMU_GEMM_PE = (16, 44)  # the largest 16-row array of which a U250 holds two CUs in 60% of its DSPs
+
+
+def parse_gemm_pe(text: str) -> tuple[int, int] | None:
+    """"PMxPN" as (PM, PN), each a multiple of 4 from 4 to 64; None if it is not one (gemm_pe=, a
+    plan's build.gemm_pe)."""
+    pm, _, pn = text.partition("x")
+    if not all(v.isdigit() and 4 <= int(v) <= 64 and int(v) % 4 == 0 for v in (pm, pn)):
+        return None
+    return int(pm), int(pn)
 
 
 def gemm_pe_default(p: Platform, target: str = "hw") -> str:

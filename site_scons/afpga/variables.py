@@ -28,7 +28,9 @@ def default_cus(opt: int, platform: Platform) -> int:
     """The cus= of an engine that streams, when cus= is not given: XCL_OPT 3 and 4 spread it over
     the card's banks (Platform.stream_cus); the lower levels have one CU of every engine. The
     emulated image mirrors the card's CUs (each one a host thread), so its launches split as the
-    card's do."""
+    card's do. At XCL_OPT 4 a card may hold fewer (Platform.vector_stream_cus)."""
+    if opt == 4 and platform.vector_stream_cus:
+        return platform.vector_stream_cus
     return platform.stream_cus if opt >= 3 else 1
 
 
@@ -111,10 +113,7 @@ def _whole(low, high, allow_empty=True):
 
 
 def _gemm_pe(key, value, env):
-    if value == "":
-        return
-    pm, _, pn = value.partition("x")
-    if not all(v.isdigit() and 4 <= int(v) <= 64 and int(v) % 4 == 0 for v in (pm, pn)):
+    if value and not platforms.parse_gemm_pe(value):
         raise UserError(f"{key}={value!r} is not valid: give PMxPN, each a multiple of 4 from 4 to 64, e.g. 16x16")
 
 
@@ -136,7 +135,9 @@ def declare(args, kernel_names, dtypes) -> Variables:
                        platforms.DEFAULT, allowed_values=tuple(platforms.PLATFORMS) + tuple(platforms.ALIASES),
                        map=platforms.ALIASES))
     v.Add("cus", f"compute units per engine, 1-{MAX_CUS} (default: at opt=3 and 4, as on the card, the streaming "
-                 f"engines get enough to keep its banks busy: " + ", ".join(f"{p.alias} {p.stream_cus}" for p in platforms.PLATFORMS.values())
+                 f"engines get enough to keep its banks busy: " + ", ".join(
+                     f"{p.alias} {p.stream_cus}" + (f" ({p.vector_stream_cus} at opt=4)" if p.vector_stream_cus else "")
+                     for p in platforms.PLATFORMS.values())
                  + "; gemm at opt=4 the platform's default CUs, or as many CUs of a gemm_pe= array as fit in ~60% of "
                  "the DSPs; else 1)", "",
           _whole(1, MAX_CUS))
@@ -175,14 +176,18 @@ def config(env) -> Config:
     if target != "emu" and env["march"] != "native":
         raise UserError(f"march={env['march']} is for target=emu (the emulated image); v++ builds for the card")
     split = lambda s: tuple(x for x in s.split(",") if x)  # noqa: E731
-    kernels, dtypes, cus_override = split(env["kernels"]), split(env["dtypes"]), ()
+    kernels, dtypes, cus_override, gemm_pe = split(env["kernels"]), split(env["dtypes"]), (), ""
     if env["plan"]:
         if kernels or dtypes:
             raise UserError(f"plan={env['plan']} selects the kernels and dtypes itself: drop kernels= and dtypes= "
                             "(or edit the plan's build: section)")
-        kernels, dtypes, cus_override = plan_file.selection(env["plan"])
+        chosen = plan_file.selection(env["plan"])
+        kernels, dtypes, cus_override = chosen.kernels, chosen.dtypes, chosen.cus
+        # The plan's GEMM array is the card's; the emulated image keeps the array the host runs fastest
+        # (the same results), with the plan's CUs.
+        gemm_pe = chosen.gemm_pe if target != "emu" else ""
     return Config(target, opt, kernels, dtypes, platform,
                   int(env["cus"]) if env["cus"] else default_cus(opt, platform),
                   int(env["freq"]) if env["freq"] else None, env["common_image"], env["cache"],
-                  tuple(int(x) for x in (env["gemm_pe"] or platforms.gemm_pe_default(platform, target)).split("x")),
+                  platforms.parse_gemm_pe(env["gemm_pe"] or gemm_pe or platforms.gemm_pe_default(platform, target)),
                   bool(env["cus"]), env["fused"], env["march"], env["plan"], cus_override)

@@ -318,15 +318,16 @@ GEMM_ANCHORS = [("AutoSA, U250", 938.7, 8320), ("gemm_hls, VU9P", 301.0, None)]
 
 
 def gemm_model(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
-               pe: tuple[int, int] | None = None) -> list[dict]:
-    return [gemm_throughput(level, p, n, pe, wanted, dtypes) for level in (1, 2, 3, 4) for p in PLATFORMS.values()
-            if "gemm" in image(level, p, wanted, dtypes, pe).engines]
+               pe: tuple[int, int] | None = None, cus: tuple[tuple[str, int], ...] = ()) -> list[dict]:
+    return [gemm_throughput(level, p, n, pe, wanted, dtypes, cus) for level in (1, 2, 3, 4)
+            for p in PLATFORMS.values() if "gemm" in image(level, p, wanted, dtypes, pe, cus).engines]
 
 
 def gemm_report(n: int = GEMM_N, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
-                pe: tuple[int, int] | None = None, plots: bool = True) -> list[dict]:
+                pe: tuple[int, int] | None = None, plots: bool = True,
+                cus: tuple[tuple[str, int], ...] = ()) -> list[dict]:
     """Prints the GEMM projection and plots it beside the anchors (docs/img/gemm_model.png)."""
-    rows = gemm_model(n, wanted, dtypes, pe)
+    rows = gemm_model(n, wanted, dtypes, pe, cus)
     if not rows:
         return rows
     print(f"\nGEMM: projected float32 GFLOP/s for {n} x {n} x {n}, resident, {CLOCK_HZ / 1e6:.0f} MHz; DSPs of the "
@@ -402,10 +403,19 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", default="", help="the image's dtypes, as scons dtypes= (default all)")
     p.add_argument("--gemm-pe", default="", help="the GEMM's PE array at opt=4, PMxPN, as scons gemm_pe= (default "
                                                  "the platform's, platforms.GEMM_PE)")
+    p.add_argument("--plan", default="", help="a workload plan (aten_fpga.record): its image's kernels, dtypes, GEMM "
+                                              "array and CUs, as scons plan= builds it for a card (GEMM table only)")
     args = p.parse_args(argv)
     wanted = tuple(x for x in args.kernels.split(",") if x)
     dtypes = tuple(x for x in args.dtypes.split(",") if x)
     pe = tuple(int(x) for x in args.gemm_pe.split("x")) if args.gemm_pe else None
+    if args.plan:
+        from afpga import plan_file
+
+        chosen = plan_file.selection(args.plan)
+        gemm_report(wanted=chosen.kernels, dtypes=chosen.dtypes, plots=False, cus=chosen.cus,
+                    pe=platforms.parse_gemm_pe(chosen.gemm_pe) if chosen.gemm_pe else pe)
+        return 0
     image(4, PLATFORMS[platforms.DEFAULT], wanted, dtypes, pe)  # a selection of no kernel is refused before timing
     if args.compile:
         compile_main(os.path.join(ROOT, "build", "bench", "perf_model_compile.json"),

@@ -161,3 +161,15 @@ def test_the_fit_is_the_builds():
     # the model prices each member's arrays as the build does (the interface file's "memories"):
     # the whole table fits a U250 at XCL_OPT 2, not at 4 (docs/building.md, "Will it fit?")
     assert pm.image(4, plat("u250")).fit.fits and not pm.image(4, plat("u200")).fit.fits
+
+
+def test_a_plans_gemm_array_and_cus_are_projected(tmp_path, capsys):
+    """--plan: the GEMM table of the plan's image, with its build.gemm_pe and build.cus.gemm."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text("build: {kernels: [add, gemm], dtypes: [float32], gemm_pe: 16x24, cus: {gemm: 4}}\nops: {}\n")
+    assert pm.main(["--plan", str(plan)]) == 0
+    u250 = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("u250") and " 4 " in line[:14])
+    assert u250[2:4] == ["16x24", "4"]
+    g = pm.gemm_throughput(4, plat("u250"), pe=(16, 24), wanted=("add", "gemm"), dtypes=("float32",),
+                           cus=(("gemm", 4),))
+    assert g["cus"] == 4 and g["peak_gflops"] == 2 * 16 * 24 * 4 * 300e6 / 1e9 and g["image_fits"]

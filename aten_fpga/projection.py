@@ -397,21 +397,52 @@ GEMM_IL, GEMM_SM, GEMM_TK4 = 8, 8, 64  # opt4: accumulators per PE, PE row block
 
 GEMM_MEMBER = "v_gemm_float32"
 
-def largest_gemm(platform, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> tuple[tuple[int, int], int]:
-    """The XCL_OPT 4 GEMM array (PM, PN) and CUs with the most multiply-adds a cycle with which the
-    image of `wanted`/`dtypes` still fits `platform` (resources.estimate, the build's fit check):
-    what a plan's build gives its GEMM (aten_fpga.record). Ties go to the squarer array (fewer
-    port words per multiply-add), then to fewer CUs; at most a CU per SLR."""
-    best, key = ((4, 4), 1), None
-    for cus in range(1, resources.CAPACITY[platform.alias].slrs + 1):
-        for pm in range(4, 65, 4):
-            for pn in range(pm, 65, 4):  # the fit only worsens as the array grows
-                if not image(4, platform, wanted, dtypes, (pm, pn), (("gemm", cus),)).fit.fits:
-                    break
-                k = (pm * pn * cus, -(pn - pm), -cus)
-                if key is None or k > key:
-                    best, key = ((pm, pn), cus), k
-    return best
+def workload_seconds(rows: dict, img: Image) -> float:
+    return sum(op_seconds(r, img)["seconds"] for r in rows.values())
+
+
+def plan_image(rows: dict, platform, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
+               level: int = 4) -> tuple[Image, dict]:
+    """The image of `wanted`/`dtypes` that serves a recorded workload (report()-style `rows`) best
+    within `platform`'s budget, and the plan's build entries that make it (`cus`, `gemm_pe`).
+
+    From one CU of each streaming engine and an 8 x 8 GEMM array, it takes one step at a time: of a
+    CU more for a streaming engine, a row or a column (4 PEs) more of the GEMM's array, or a GEMM CU
+    more (at most one a SLR), the one that cuts the workload's projected time the most while the
+    image still fits (resources.estimate: the build's fit check, CUs and masters per bank
+    included). It stops when no step fits or helps: the CUs go where the time goes."""
+    streaming = sorted(c for c in {k.op.category for k in plan(TABLE, wanted, dtypes).kernels}
+                       if c in variables.STREAMING)
+    has_gemm = level == 4 and any(k.op.category == "gemm" for k in plan(TABLE, wanted, dtypes).kernels)
+    slrs = resources.CAPACITY[platform.alias].slrs
+
+    def build(cus: dict, pe):
+        return image(level, platform, wanted, dtypes, pe, tuple(sorted(cus.items())))
+
+    cus, pe = {c: 1 for c in streaming} | ({"gemm": 1} if has_gemm else {}), (8, 8) if has_gemm else None
+    best = build(cus, pe)
+    if not best.fit.fits:
+        return best, {"cus": cus} | ({"gemm_pe": f"{pe[0]}x{pe[1]}"} if pe else {})
+    seconds = workload_seconds(rows, best)
+    while True:
+        steps = [(dict(cus, **{c: cus[c] + 1}), pe) for c in streaming]
+        if has_gemm:
+            steps += [(cus, (pe[0] + 4, pe[1])), (cus, (pe[0], pe[1] + 4))] + \
+                ([(dict(cus, gemm=cus["gemm"] + 1), pe)] if cus["gemm"] < slrs else [])
+        tried = []
+        for c, p in steps:
+            if p and max(p) > 64:
+                continue
+            img = build(c, p)
+            if img.fit.fits:
+                tried.append((workload_seconds(rows, img), c, p, img))
+        if not tried:
+            break
+        t, c, p, img = min(tried, key=lambda x: x[0])
+        if t >= seconds * (1 - 1e-3):  # nothing helps by more than a thousandth
+            break
+        seconds, cus, pe, best = t, c, p, img
+    return best, {"cus": cus} | ({"gemm_pe": f"{pe[0]}x{pe[1]}"} if pe else {})
 
 
 def gemm_design(level: int, platform, pe: tuple[int, int] | None = None, wanted: tuple[str, ...] = (),

@@ -23,9 +23,10 @@ HEADER = """\
 # An aten_fpga workload plan (aten_fpga.record). Build the image that serves it:
 #   scons target=hw platform=u250 opt=4 plan={name}   (or target=emu to run it on the emulator)
 # build.kernels / build.dtypes: what the image holds (default: the library ops and dtypes of the
-#   kernels under ops:); build.cus: CUs per engine category (default: the build's, per card);
-#   build.gemm_pe: the GEMM's PE array on the card, with build.cus.gemm the largest that fits beside
-#   the plan's kernels on {platform} at opt=4 (another card may need a smaller one: gemm_pe=).
+#   kernels under ops:); build.cus: CUs per engine category, and build.gemm_pe: the GEMM's PE array
+#   on the card (default: the build's, per card). As recorded: the CUs and array that serve these
+#   ops best within {platform}'s budget, by the projection below (another card: record with
+#   --platform, or edit).
 # ops: per ATen op, its runs on fpga and CPU fallbacks, the bytes it synced over the host link, and
 #   per kernel its launches, the device memory they spanned, their work (GEMM multiply-adds, FFT
 #   samples) and launch sizes; projected_ms: its time on {platform} (aten_fpga.projection).
@@ -63,12 +64,14 @@ def _delta(before: dict, after: dict) -> dict:
     return out
 
 
-def plan_of(rows: dict, workload: str = "") -> dict:
-    """The plan (a dict, as written) of report() rows: ops with their kernels, and the build."""
+def plan_of(rows: dict, workload: str = "", platform: str | None = None) -> dict:
+    """The plan (a dict, as written) of report() rows: ops with their kernels, and the build for
+    `platform` (default the loaded image's): the CUs and GEMM array that serve these rows best
+    within that card's budget (projection.plan_image)."""
     from . import image, projection
 
     library = {k.name: k for k in projection.plan(projection.TABLE).kernels}
-    img = projection.loaded_image()
+    img = projection.loaded_image(platform)
     projected = projection.project_rows(rows, img)
     ops = {}
     for op, r in sorted(rows.items(), key=lambda kv: -projected[kv[0]]["projected_seconds"]):
@@ -89,13 +92,15 @@ def plan_of(rows: dict, workload: str = "") -> dict:
     ran = [k for o in ops.values() for k in o["kernels"].values() if "op" in k]
     total = sum(p["projected_seconds"] for p in projected.values())
     watts = projection.board_watts(img)
-    build = {"kernels": sorted({k["op"] for k in ran}), "dtypes": sorted({k["dtype"] for k in ran}), "cus": {}}
-    if any(k["engine"] == "gemm" for k in ran):
-        # The image holds only the plan's kernels, so its GEMM can have the DSPs the table's others took.
-        (pm, pn), cus = projection.largest_gemm(img.platform, tuple(build["kernels"]), tuple(build["dtypes"]))
-        build.update(cus={"gemm": cus}, gemm_pe=f"{pm}x{pn}")
+    build = {"kernels": sorted({k["op"] for k in ran}), "dtypes": sorted({k["dtype"] for k in ran})}
+    planned = None
+    if ran:  # the image holds only these kernels: its CUs and GEMM array get what the table's others took
+        planned, entries = projection.plan_image(rows, img.platform, tuple(build["kernels"]), tuple(build["dtypes"]),
+                                                 img.level)
+        build.update(entries)
     return {"workload": {"script": workload, "image": image(), "platform": img.platform.alias, "opt": img.level,
                          "projected_ms": round(total * 1e3, 6),
+                         "planned_ms": round(projection.workload_seconds(rows, planned) * 1e3, 6) if planned else None,
                          "projected_mj": round(watts * total * 1e3, 6) if watts else None},
             "build": build, "ops": ops}
 
@@ -110,8 +115,8 @@ def rows_of(doc: dict) -> dict:
             for op, o in doc["ops"].items()}
 
 
-def write(path: str | os.PathLike, rows: dict, workload: str = "") -> dict:
-    doc = plan_of(rows, workload)
+def write(path: str | os.PathLike, rows: dict, workload: str = "", platform: str | None = None) -> dict:
+    doc = plan_of(rows, workload, platform)
     with open(path, "w", encoding="utf-8") as f:
         f.write(HEADER.format(name=os.path.basename(os.fspath(path)), platform=doc["workload"]["platform"]))
         yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=None, width=110)
@@ -119,9 +124,10 @@ def write(path: str | os.PathLike, rows: dict, workload: str = "") -> dict:
 
 
 @contextlib.contextmanager
-def record(path: str | os.PathLike, workload: str = ""):
+def record(path: str | os.PathLike, workload: str = "", platform: str | None = None):
     """Record what runs inside the block and write its plan to `path` when the block ends (also
-    when it raises). `workload`: a description kept in the plan."""
+    when it raises). `workload`: a description kept in the plan; `platform`: the card the plan's
+    build is for (default the loaded image's)."""
     from . import _C, _rows
 
     before = _rows()
@@ -130,13 +136,15 @@ def record(path: str | os.PathLike, workload: str = ""):
         yield
     finally:
         _C.set_record_sizes(False)
-        write(path, _delta(before, _rows()), workload)
+        write(path, _delta(before, _rows()), workload, platform)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m aten_fpga.record",
                                 description="Run a script and write the plan of what it ran on fpga.")
     p.add_argument("-o", "--output", default="plan.yaml", help="the plan file to write (default plan.yaml)")
+    p.add_argument("--platform", default=None, help="the card the plan's build is for: u250, u55c, ... (default the "
+                                                    "loaded image's, the U250 for the emulated one)")
     p.add_argument("script", help="the Python script to run (as `python script.py args...` would)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     a = p.parse_args(argv)
@@ -144,7 +152,14 @@ def main(argv=None) -> int:
         p.error(f"{a.script}: no such script")
     sys.argv = [a.script, *a.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
-    with record(a.output, workload=" ".join([a.script, *a.args])):
+    if a.platform:
+        from .projection import platform_of
+
+        try:
+            platform_of(a.platform)
+        except ValueError as e:
+            p.error(str(e))
+    with record(a.output, workload=" ".join([a.script, *a.args]), platform=a.platform):
         runpy.run_path(a.script, run_name="__main__")
     with open(a.output, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
@@ -153,8 +168,8 @@ def main(argv=None) -> int:
     print(f"wrote {a.output}: {len(doc['ops'])} ops, {len(doc['build']['kernels'])} library ops in the image"
           f" ({', '.join(doc['build']['dtypes'])}); {len(falls)} op(s) fell back to the CPU"
           f"{': ' + ', '.join(falls[:8]) if falls else ''}; projected on {w['platform']} opt={w['opt']}: "
-          f"{w['projected_ms']:.3f} ms" + (f", {w['projected_mj']:.3f} mJ" if w["projected_mj"] is not None else ""),
-          file=sys.stderr)
+          f"{w['projected_ms']:.3f} ms" + (f", {w['projected_mj']:.3f} mJ" if w["projected_mj"] is not None else "") +
+          (f"; on the plan's image {w['planned_ms']:.3f} ms" if w["planned_ms"] is not None else ""), file=sys.stderr)
     return 0
 
 

@@ -49,7 +49,10 @@ def test_record_writes_what_each_op_ran(tmp_path):
     lgamma = ops["lgamma.out"]
     assert lgamma["ran"] == "fallback" and lgamma["cpu_fallback"] == 1 and lgamma["kernels"] == {}
     assert lgamma["bytes_to_host"] == 5000 * 4  # its input came back over the host link
-    assert plan["build"] == {"kernels": ["abs", "add", "mul"], "dtypes": ["float32"], "cus": {}}
+    # 5,000 elements a launch: a CU more buys nothing, so the streaming engines keep one
+    assert plan["build"] == {"kernels": ["abs", "add", "mul"], "dtypes": ["float32"],
+                             "cus": {"binary": 1, "unary": 1}}
+    assert plan["workload"]["planned_ms"] <= plan["workload"]["projected_ms"]
     assert plan["workload"]["script"] == "a chain" and plan["workload"]["platform"] == "u250"
     assert plan["workload"]["projected_ms"] == pytest.approx(sum(o["projected_ms"] for o in ops.values()), rel=1e-3)
     assert plan["workload"]["projected_mj"] == pytest.approx(225 * plan["workload"]["projected_ms"], rel=1e-3)
@@ -79,17 +82,41 @@ def test_record_a_script_from_the_command_line(tmp_path):
     gemm = next(k for o in plan["ops"].values() for n, k in o["kernels"].items() if n == "v_gemm_float32")
     assert gemm["work"] == 64 ** 3 and gemm["sizes"][0]["m"] == 64 and gemm["sizes"][0]["k"] == 64
     assert "gemm" in plan["build"]["kernels"] and plan["workload"]["script"].endswith("step.py 64")
-    # The plan's image holds a few engines, so its GEMM takes the DSPs the table's others would: the
-    # largest array and CUs that fit beside them on the U250 (one more CU, or a row, would not).
+    # The plan's build: CUs and a GEMM array with which its image fits (how they are chosen:
+    # test_the_plan_puts_cus_where_the_time_goes).
     from aten_fpga import projection
     u250 = projection.platform_of("u250")
     pe, cus = platforms.parse_gemm_pe(plan["build"]["gemm_pe"]), plan["build"]["cus"]["gemm"]
     wanted, dtypes = tuple(plan["build"]["kernels"]), tuple(plan["build"]["dtypes"])
-    fits = lambda pe, cus: projection.image(4, u250, wanted, dtypes, pe, (("gemm", cus),)).fit.fits  # noqa: E731
-    assert fits(pe, cus) and not fits((pe[0] + 4, pe[1]), cus) and not fits((pe[0], pe[1] + 4), cus)
-    assert cus == 4 or not fits(pe, cus + 1)  # at most a CU per SLR (the U250 has 4)
-    whole_table = platforms.GEMM_PE["u250"][0] * platforms.GEMM_PE["u250"][1] * platforms.GEMM_CUS["u250"]
-    assert pe[0] * pe[1] * cus > whole_table
+    assert projection.image(4, u250, wanted, dtypes, pe, tuple(plan["build"]["cus"].items())).fit.fits
+    assert cus >= 1 and "on the plan's image" in p.stderr
+
+
+def test_the_plan_puts_cus_where_the_time_goes():
+    """projection.plan_image: a memory-bound workload of large adds gets more binary CUs on an HBM
+    card than the build's default, the GEMM of a matmul-bound one a larger array; each image fits and
+    projects faster than the default image of the same kernels, and a step more would not fit or help."""
+    from aten_fpga import projection
+
+    u55c = projection.platform_of("u55c")
+    adds = {"add.out": {"fpga": 100, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0, "cpu_seconds": 0,
+                        "by_kernel": {"v_add_float32": {"launches": 100, "bytes": 100 * 3 * 2 ** 26, "work": 0}}}}
+    mms = {"mm.out": {"fpga": 10, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0, "cpu_seconds": 0,
+                      "by_kernel": {"v_gemm_float32": {"launches": 10, "bytes": 10 * 3 * 4 * 2048 ** 2,
+                                                       "work": 10 * 2048 ** 3}}}}
+    for rows, wanted in ((adds, ("add",)), (mms, ("add", "gemm"))):
+        img, build = projection.plan_image(rows, u55c, wanted, ("float32",))
+        default = projection.image(4, u55c, wanted, ("float32",))
+        assert img.fit.fits and projection.workload_seconds(rows, img) < projection.workload_seconds(rows, default)
+        more = dict(build["cus"], binary=build["cus"]["binary"] + 1)
+        bigger = projection.image(4, u55c, wanted, ("float32",), img.config.gemm_pe, tuple(sorted(more.items())))
+        assert not bigger.fit.fits or \
+            projection.workload_seconds(rows, bigger) >= projection.workload_seconds(rows, img) * (1 - 1e-3)
+    adds_build = projection.plan_image(adds, u55c, ("add",), ("float32",))[1]
+    assert adds_build["cus"]["binary"] > u55c.stream_cus
+    mm_img, mm_build = projection.plan_image(mms, u55c, ("add", "gemm"), ("float32",))
+    pm, pn = platforms.parse_gemm_pe(mm_build["gemm_pe"])
+    assert pm * pn * mm_build["cus"]["gemm"] > platforms.GEMM_PE["u55c"][0] * platforms.GEMM_PE["u55c"][1]
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import statistics
 import time
 
 import torch
+import yaml
 
 import aten_fpga
 from aten_fpga import projection
@@ -78,22 +79,31 @@ def main(argv=None) -> int:
     fpga_ops = sum(1 for r in stats.values() if r["fpga"])
     falls = {op: r["cpu_fallback"] for op, r in stats.items() if r["cpu_fallback"]}
     print(f"ops on fpga: {fpga_ops}; fell back: {len(falls)} ({', '.join(sorted(falls))})")
-    print(f"{'device':10} {'step ms':>10} {'energy mJ':>10}  kernels / host link / CPU fallbacks (ms)")
-    print(f"{'this CPU':10} {cpu_s * 1e3:10.1f} {CPU_TDP_W * cpu_s * 1e3:10.0f}  (measured; {CPU_TDP_W} W TDP)")
-    print(f"{'emulator':10} {emu_s * 1e3:10.1f} {'-':>10}  (the recorded step, for reference)")
+    with open(out, encoding="utf-8") as f:
+        build = yaml.safe_load(f)["build"]
+    kernels, dtypes = tuple(build["kernels"]), tuple(build["dtypes"])
+    rows = aten_fpga.report()
+    print(f"{'device':24} {'step ms':>10} {'energy mJ':>10}  kernels / host link / CPU fallbacks (ms)")
+    print(f"{'this CPU':24} {cpu_s * 1e3:10.1f} {CPU_TDP_W * cpu_s * 1e3:10.0f}  (measured; {CPU_TDP_W} W TDP)")
+    print(f"{'emulator':24} {emu_s * 1e3:10.1f} {'-':>10}  (the recorded step, for reference)")
+    planned = {}
     for alias in ("u250", "u55c"):
-        img = projection.loaded_image(alias)
-        rows = aten_fpga.report(platform=alias)
-        parts = [projection.op_seconds(r, img) for r in rows.values()]
-        total = sum(r["projected_seconds"] for r in rows.values())
-        split = "/".join(f"{sum(x[k] for x in parts) * 1e3:.1f}" for k in ("kernel_seconds", "link_seconds",
-                                                                           "cpu_seconds"))
-        print(f"{alias:10} {total * 1e3:10.1f} {projection.board_watts(img) * total * 1e3:10.0f}  {split}")
-    img = projection.loaded_image("u250")
-    rows = aten_fpga.report(platform="u250")
-    print("where the U250's time goes (top 8 ops):")
-    for op, r in sorted(rows.items(), key=lambda kv: -kv[1]["projected_seconds"])[:8]:
-        s = projection.op_seconds(r, img)
+        platform = projection.platform_of(alias)
+        # the whole table's image (the build's defaults), then the plan's: its kernels, with the
+        # CUs and GEMM array that serve this step best on the card (projection.plan_image)
+        planned[alias], entries = projection.plan_image(rows, platform, kernels, dtypes)
+        for what, img in (("whole table", projection.loaded_image(alias)), ("plan", planned[alias])):
+            parts = [projection.op_seconds(r, img) for r in rows.values()]
+            total = sum(x["seconds"] for x in parts)
+            split = "/".join(f"{sum(x[k] for x in parts) * 1e3:.1f}" for k in ("kernel_seconds", "link_seconds",
+                                                                               "cpu_seconds"))
+            print(f"{alias + ', ' + what:24} {total * 1e3:10.1f} {projection.board_watts(img) * total * 1e3:10.0f}  "
+                  f"{split}" + (f"  ({projection.fit_summary(img.fit)}; {entries})" if what == "plan" else ""))
+    img = planned["u250"]
+    print("where the time goes on the U250, the plan's image (top 8 ops):")
+    on_card = {op: projection.op_seconds(r, img) for op, r in rows.items()}
+    for op, r in sorted(rows.items(), key=lambda kv: -on_card[kv[0]]["seconds"])[:8]:
+        s = on_card[op]
         print(f"  {op:40} {s['seconds'] * 1e3:8.2f} ms  (kernels {s['kernel_seconds'] * 1e3:.2f}, link "
               f"{s['link_seconds'] * 1e3:.2f}, cpu {s['cpu_seconds'] * 1e3:.2f}; {r['launches']} launches)")
     return 0

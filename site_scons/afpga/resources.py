@@ -402,5 +402,8 @@ def fit_of(interface_path: str, p: dict) -> Fit:
     plan = connectivity.plan(tops, p["cus"], PLATFORMS[p["platform"]])
     with open(interface_path, encoding="utf-8") as f:
         doc = json.load(f)
+    for k in kernels:  # the file must be this selection's: its datapaths index the engines' members
+        if k.members and doc.get("engines", {}).get(k.name, [m.name for m in k.members]) != [m.name for m in k.members]:
+            raise ValueError(f"{interface_path} holds another selection's {k.name} (its codegen ran for other kernels=)")
     return estimate(plan, kernels, {t.name: t for t in members}, p["opt"], tuple(p["gemm_pe"]), p["cus_given"],
                     doc.get("memories", {}), doc.get("datapaths", {}))

@@ -122,7 +122,8 @@ def dry_run_estimate(cfg, gen) -> None:
     try:
         fit = resources.fit_of(gen.interface, resources.params(cfg, gen.kernels))
     except (OSError, KeyError, ValueError):
-        print(f"(resource estimate: after the codegen writes {gen.interface}; run without -n to see it)")
+        print(f"(resource estimate: after the codegen writes {gen.interface} for this selection; run without -n "
+              "to see it)")
         return
     print(resources.table(fit))
 

@@ -155,6 +155,12 @@ def test_record_plan_build_round_trip(tmp_path, repo):
     # without a plan the image holds the whole table
     ok(scons(repo, "target=hw", "platform=u250", "opt=4", "xclbin"))
     assert sorted(compiled(repo)) == ["e_binary", "e_pair"]
+    # -n runs no codegen: the table's interface file is not the estimate of a plan of `add` alone
+    doc["build"]["kernels"] = ["add"]
+    (repo / "chain.yaml").write_text(yaml.safe_dump(doc))
+    dry = ok(scons(repo, "-n", "target=hw", "platform=u250", "opt=4", "plan=chain.yaml", "xclbin"))
+    assert "for this selection; run without -n to see it" in dry and "Resource estimate" not in dry
+    assert "Resource estimate" in ok(scons(repo, "-n", "target=hw", "platform=u250", "opt=4", "xclbin"))
 
 
 def test_a_plan_that_cannot_fit_is_refused_before_any_vpp(repo):

@@ -30,7 +30,7 @@ from aten_fpga.projection import (ADD_LATENCY, BOARD_WATTS, CATEGORY_MEMBER, CLO
                                   ELEMENT_BYTES, FILL_CYCLES, GEMM_N, LAUNCH_S, MEMBERS, PCIE_GEN3_X16_GBPS,
                                   PCIE_MEASURED_GBPS, PIPELINE_FILL, REDUCE_ROWS, bank_shares, device_seconds,
                                   fft_row_cycles, fit_summary, gemm_design, gemm_throughput, image, pe_array_seconds,
-                                  peak_gbps, reduce_run_cycles, throughput)
+                                  peak_gbps, plan_image, reduce_run_cycles, throughput)
 from afpga import platforms, resources, variables  # noqa: E402
 from afpga.platforms import PLATFORMS  # noqa: E402
 
@@ -85,6 +85,33 @@ def model(n: int, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) ->
                              "board_w": watts, "energy_mj": watts * resident * 1e3 if watts else None,
                              "cpu_energy_mj": CPU["tdp_w"] * cpu[category] * 1e3})
     return rows
+
+
+def plan_rows(n: int, whole: list[dict]) -> list[dict]:
+    """The streaming rows' op alone as a workload (10 launches of n elements), on the image its plan
+    builds for each card (projection.plan_image: its kernels, with the CUs that serve it best
+    within the card): the rate a model's image reaches where the whole table's CUs are few. `whole`:
+    model()'s rows, the whole table's image, beside it."""
+    out = []
+    for category in ("unary", "binary", "reduce"):
+        member = CATEGORY_MEMBER[category]
+        for p in PLATFORMS.values():
+            img = image(4, p)
+            k = img.kernels[member]
+            moved = n * sum(st.bytes for st in img.streams(member))
+            rows = {k.op.name: {"fpga": 10, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0,
+                                "cpu_seconds": 0, "by_kernel": {member: {"launches": 10, "bytes": 10 * moved,
+                                                                         "work": 0}}}}
+            planned, build = plan_image(rows, p, (k.op.name,), (k.dtype.name,))
+            d = device_seconds(category, planned, n, member)
+            gbps = d["moved"] / d["seconds"] / 1e9
+            out.append({"category": category, "member": member, "platform": p.alias, "cus": d["cus"],
+                        "gbps": gbps, "percent_of_peak": 100 * gbps / peak_gbps(p), "bound": d["bound"],
+                        "whole_table_percent": next(r["percent_of_peak"] for r in whole
+                                                    if r["category"] == category and r["level"] == 4
+                                                    and r["platform"] == p.alias),
+                        "image_fit": fit_summary(planned.fit)})
+    return out
 
 
 def energy_rows(rows: list[dict], n: int) -> list[dict]:
@@ -442,6 +469,13 @@ def main(argv=None) -> int:
                 [[r["category"], r["level"], r["platform"], r["cus"], r["gelem_per_s"], r["gbps"], r["percent_of_peak"],
                   r["bound"], r["device_ms"], r["with_transfers_ms"], r["cpu_ms"], r["speedup_resident"],
                   r["speedup_with_transfers"], r["speedup_ceiling"]] for r in rows])
+    planned = plan_rows(args.n, rows) if not (wanted or dtypes) else []
+    if planned:
+        print(f"\nthe op alone as a workload, {args.n} elements a launch, on its plan's image at opt=4 (the CUs "
+              "that serve it best within the card: aten_fpga.record, docs/workflow.md) against the whole table's")
+        print_table(["category", "platform", "CUs", "GB/s", "% peak", "bound", "whole table % peak", "image fits"],
+                    [[r["category"], r["platform"], r["cus"], r["gbps"], r["percent_of_peak"], r["bound"],
+                      r["whole_table_percent"], r["image_fit"]] for r in planned])
     members = members_model(args.n, wanted, dtypes)
     print(f"\nmembers at opt=4, {args.n} elements: compute lanes (of the word's) against the memory")
     print_table(["member", "platform", "lanes", "of", "CUs", "Gelem/s", "GB/s", "% peak", "bound", "device ms"],
@@ -463,7 +497,7 @@ def main(argv=None) -> int:
     write_json(args.json, {"benchmark": "perf_model", "machine": machine(), "n": args.n, "clock_hz": CLOCK_HZ,
                            "launch_s": LAUNCH_S, "fill_cycles": FILL_CYCLES, "kernels": wanted, "dtypes": dtypes,
                            "cpu": CPU, "h100": H100, "limits": lim, "rows": rows, "members": members,
-                           "energy": energy, "gemm": gemm_rows})
+                           "energy": energy, "gemm": gemm_rows, "planned": planned})
     plt = pyplot() if plots else None
     if plt is not None:
         plot(plt, rows, energy, args.n, members)

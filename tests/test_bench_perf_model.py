@@ -173,3 +173,18 @@ def test_a_plans_gemm_array_and_cus_are_projected(tmp_path, capsys):
     g = pm.gemm_throughput(4, plat("u250"), pe=(16, 24), wanted=("add", "gemm"), dtypes=("float32",),
                            cus=(("gemm", 4),))
     assert g["cus"] == 4 and g["peak_gflops"] == 2 * 16 * 24 * 4 * 300e6 / 1e9 and g["image_fits"]
+
+
+def test_the_pointwise_target_holds_on_every_cards_plan_image():
+    """>= 70% of each card's peak bandwidth for unary and binary at 2^24 elements: on the image a
+    plan of the op builds (plan_image's CUs: 16 on an HBM card, whose whole-table image has 2)."""
+    whole = [{"category": c, "level": 4, "platform": p.alias, "percent_of_peak": 0.0}
+             for c in ("unary", "binary", "reduce") for p in PLATFORMS.values()]
+    rows = pm.plan_rows(N, whole)
+    assert {r["platform"] for r in rows} == {p.alias for p in PLATFORMS.values()}
+    for r in rows:
+        if r["category"] in ("unary", "binary"):
+            assert r["percent_of_peak"] >= 70, r
+            assert r["image_fit"].startswith("yes"), r
+    hbm = [r for r in rows if r["platform"] == "u55c" and r["category"] == "binary"]
+    assert hbm[0]["cus"] > plat("u55c").stream_cus

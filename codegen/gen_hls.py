@@ -5,6 +5,7 @@ A pure function of the table's kernels and the template folder: same inputs, sam
 from __future__ import annotations
 
 import hashlib
+import os
 
 import jinja2
 
@@ -39,14 +40,38 @@ def arg_names(kernel: Kernel) -> list[str]:
     return [*(p.name for p in kernel.ports), *(s.name for s in kernel.op.scalars), *kernel.op.sizes]
 
 
+def templates_hash(env: jinja2.Environment) -> str:
+    """Every file of the template folders: a kernel's template imports and includes others."""
+    h = hashlib.sha256()
+    for root in env.loader.searchpath:
+        for folder, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for name in sorted(files):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(os.path.relpath(os.path.join(folder, name), root).encode() + b"\0" + f.read() + b"\0")
+    return h.hexdigest()
+
+
 def generate_hls(kernels: tuple[Kernel, ...], env: jinja2.Environment, levels=LEVELS) -> dict[str, str]:
-    """{relative path: text} for every kernel source."""
+    """{relative path: text} for every kernel source. A text depends only on its kernel (a frozen
+    model: op, dtype, ports), the level, the templates and the codegen's code, so the texts are kept
+    in the codegen's cache under those: a run after a change of the table or of the kernels= selection
+    renders only the kernels it has not rendered before."""
+    name, version = "renders/kernels", cache.key(templates_hash(env))
+    stored = cache.load(name, version) or {}
     out: dict[str, str] = {}
+    new = {}
     for level in levels:
         for k in kernels:
             template = f"{k.op.category}/opt{level}.cpp.j2"
-            text = env.get_template(template).render(kernel=k, op=k.op, dtype=k.dtype, level=level)
-            out[k.source(level)] = HEADER.format(src=f"kernels/hls/{template}") + text
+            key = (repr(k), level)
+            text = stored.get(key)
+            if text is None:
+                text = new[key] = HEADER.format(src=f"kernels/hls/{template}") + env.get_template(template).render(
+                    kernel=k, op=k.op, dtype=k.dtype, level=level)
+            out[k.source(level)] = text
+    if new:
+        cache.store(name, version, {**stored, **new})
     return out
 
 

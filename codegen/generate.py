@@ -12,7 +12,7 @@ from functools import lru_cache
 from . import abi, baseline, cache, check, engines, interface, storage
 from . import library as kernel_library
 from .gen_fpga_type import generate_fpga_type
-from .gen_hls import arg_names, emu_units, generate_hls, template_env
+from .gen_hls import arg_names, emu_units, generate_hls, template_env, templates_hash
 from .model import LEVELS, Entry, Kernel, ResolvedEntry, Table, TableError
 from .native import NativeTable, dispatch_stubs, load_native, load_ops, torch_include_dir, torch_version
 from .plan import ABI_HEADER, HLS_ROOT, MANIFEST, ROOT, interface_file, member_file, plan, selected  # noqa: F401  (ROOT, HLS_ROOT: re-exported)
@@ -192,12 +192,26 @@ def kernel_interfaces(kernels: tuple[Kernel, ...], files: dict[str, str], level:
 
 def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, env=None) -> None:
     """Render the level's engines into `files`, with the interface file (the engines' interfaces,
-    which the link and the xclbin describe, beside their members') and the member table."""
+    which the link and the xclbin describe, beside their members') and the member table. All of it
+    follows from the kernels, the level and the templates (the members' texts are theirs), so it is
+    kept in the codegen's cache under them: a warm run of an unchanged selection reads it back."""
+    env = env or template_env(HLS_ROOT)
+    name, version = f"renders/engines_opt{level}", cache.key(templates_hash(env), *(repr(k) for k in kernels))
+    stored = cache.load(name, version)
+    if stored is None:
+        stored = _engines(kernels, files, level, env)
+        cache.store(name, version, stored)
+    files.update(stored)
+
+
+def _engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, env) -> dict[str, str]:
+    files = dict(files)
+    before = set(files)
     tops, memories = kernel_interfaces(kernels, files, level)
     built = engines.engines(kernels, tops, level)
     doc = {name: top.to_json() for name, top in tops.items()}
     for e in built:
-        files[e.source] = engines.HEADER + engines.render(e, env or template_env(HLS_ROOT))
+        files[e.source] = engines.HEADER + engines.render(e, env)
     sources = [(f"{e.source} (codegen/engines.py)", files[e.source]) for e in built]
     for e, (where, _), (top, arrays) in zip(built, sources, read_back(sources, f"engines_opt{level}")):
         if top != e.top:
@@ -213,6 +227,7 @@ def add_engines(kernels: tuple[Kernel, ...], files: dict[str, str], level: int, 
                                               "datapaths": shared})
     files[member_file(level)] = engines.member_table(built)
     files.update(emu_units(built))
+    return {path: text for path, text in files.items() if path not in before}
 
 
 def run(table_path: str, out_dir: str, levels=LEVELS, kernels: tuple[str, ...] = (), say=print,

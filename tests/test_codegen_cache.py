@@ -85,6 +85,35 @@ def _differences(a: Path, b: Path) -> list[str]:
 def test_a_warm_run_writes_the_bytes_of_a_cold_run(tmp_path):
     _generate(tmp_path / "cold", tmp_path / "cache")
     stored = sorted(p.relative_to(tmp_path / "cache").parts[0] for p in (tmp_path / "cache").rglob("*.*"))
-    assert {"interfaces", "jinja", "native"} <= set(stored)
+    assert {"interfaces", "jinja", "native", "renders"} <= set(stored)
     _generate(tmp_path / "warm", tmp_path / "cache")
     assert _differences(tmp_path / "cold", tmp_path / "warm") == []
+
+
+def test_a_kernels_text_comes_from_the_cache_only_for_the_same_templates(tmp_path, monkeypatch):
+    """generate_hls keeps each kernel's text under its kernel, level and the templates' bytes; an
+    edited template (any file of the folder: the templates include each other) renders anew, and
+    the engines (add_engines) follow."""
+    import shutil
+
+    from codegen.gen_hls import generate_hls
+    from codegen.plan import HLS_ROOT, plan
+
+    monkeypatch.setenv("AFPGA_CODEGEN_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "hls"
+    shutil.copytree(HLS_ROOT, root)
+    kernels = tuple(k for k in plan(str(ROOT / "native_functions_fpga.yaml"), ("add",), ("float32",)).kernels)
+    first = generate_hls(kernels, template_env(str(root)), (4,))
+    files = dict(first)
+    generate.add_engines(kernels, files, 4, template_env(str(root)))
+    assert list((tmp_path / "cache" / "renders").glob("*.pickle"))
+    helper = root / "pointwise" / "datapath.j2"  # the engine's template, not the kernel's own
+    helper.write_text(helper.read_text() + "{# edited #}\n// an edit\n")
+    own = root / "binary" / "opt4.cpp.j2"
+    own.write_text(own.read_text() + "// edited\n")
+    second = generate_hls(kernels, template_env(str(root)), (4,))
+    assert all(second[p] == first[p] + "// edited\n" for p in first)
+    again = dict(second)
+    generate.add_engines(kernels, again, 4, template_env(str(root)))
+    engine = next(p for p in again if p.startswith("hls/engines/"))
+    assert "// an edit" in again[engine] and "// an edit" not in files[engine]

@@ -148,3 +148,26 @@ def test_xrt_device_under_noop(xrt_env):
     assert args0 == [["buffer", 0]] * 3 + [["scalar", 1 << 16]]  # the mul: whole range, no alpha
     assert out["segments"] >= 4 and out["missing"]
 
+
+
+def test_pinned_memory_is_a_host_buffer_object_under_noop(xrt_env):
+    """pin_memory() on the XRT device: a host-only buffer object (Device::allocate_pinned), mapped;
+    copies to and from the card through it complete (noop moves no data by DMA, so their values
+    are not checked); freed blocks are cached and empty_cache() releases them to XRT."""
+    out = last_json(run_python("""
+        import json, torch, aten_fpga
+        n = 1 << 16
+        a = torch.arange(n, dtype=torch.float32)
+        p = a.pin_memory()
+        r = {"pinned": p.is_pinned(), "view": p[10:].is_pinned(), "plain": a.is_pinned(), "same": torch.equal(p, a)}
+        x = p.to("fpga", non_blocking=True)           # from the pinned buffer object
+        back = torch.empty(n, pin_memory=True)
+        back.copy_(x)                                 # into another one
+        torch.fpga.synchronize()
+        r["copied"] = back.is_pinned() and back.shape == a.shape
+        del p, back
+        torch.fpga.empty_cache()
+        r["again"] = torch.equal(torch.ones(8).pin_memory(), torch.ones(8))
+        print(json.dumps(r))
+    """, **xrt_env))
+    assert out == {"pinned": True, "view": True, "plain": False, "same": True, "copied": True, "again": True}

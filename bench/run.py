@@ -23,6 +23,7 @@ BENCHMARKS = [
     ("bench_codegen", ["--repeat", "1"]),
     ("bench_scons", []),
     ("perf_model", []),
+    ("fit_table", []),
 ]
 
 

@@ -9,7 +9,9 @@ partition) of more than SMALL_BITS bits takes BRAM18s of 18 Kbit (two to a BRAM3
 go to LUTRAM or registers. An array declared in a function counts once (our kernels call each stage
 once per dataflow region). An array declared `static AFPGA_ENGINE_MEMORY` (file scope) is one that
 every member of an engine uses, one memory per CU: it is reported apart ("shared", by name), for the
-engine to count once.
+engine to count once. The card's arrays only: C-simulation-only code (`#ifndef __SYNTHESIS__`) is
+left out, as the pragma lint leaves it (a norm member's own typed arrays, where the card has the
+engine's).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import math
 import re
 from functools import lru_cache
 
-from . import interface
+from . import interface, lint
 
 SMALL_BITS = 2048  # banks up to this size: LUTRAM or registers (an assumption; HLS decides per array)
 BRAM18_BITS = 18 * 1024
@@ -80,6 +82,7 @@ def memories(code: str, resolve=None) -> dict[str, float]:
     rest, in BRAM) on one with it, where the arrays bound to URAM go there; "shared": the same of each
     array the engine's members share, by name, not in those sums. `resolve`: the file's type
     resolver (codegen/interface.py resolver), if the caller has built it."""
+    code = lint.synthesized(code)
     names = _constants(code)
     resolve = resolve or interface.resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}

@@ -129,7 +129,7 @@ def image_params(level: int, platform) -> dict:
 # What fits (docs/building.md, "Will it fit?"): a change that makes one of these overflow is a
 # regression of the design, not of the estimate's wording.
 ALVEO = ("u200", "u250", "u50", "u55c", "u280")
-FITS = {(level, a) for level in (1, 2, 3) for a in ALVEO} | {(4, "u250"), (4, "u55c"), (4, "u280")}
+FITS = {(level, a) for level in (1, 2, 3) for a in ALVEO} | {(4, "u200"), (4, "u250"), (4, "u55c"), (4, "u280")}
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -143,7 +143,7 @@ def test_the_whole_table_keeps_the_cards_limits(level, tmp_path):
         assert fit.fits == ((level, platform.alias) in FITS), (platform.alias, resources.table(fit))
 
 
-@pytest.mark.parametrize("alias", ["u250", "u55c", "u280"])
+@pytest.mark.parametrize("alias", ["u200", "u250", "u55c", "u280"])
 def test_the_default_gemm_is_the_largest_that_fits_beside_the_whole_table(alias, tmp_path):
     """platforms.GEMM_PE / GEMM_CUS: the whole table's XCL_OPT 4 image fits with them, and not with
     one more CU or an array a row or a column (4 PEs) larger."""

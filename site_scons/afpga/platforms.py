@@ -86,10 +86,10 @@ def describe() -> str:
 
 # The GEMM kernel's PE array at XCL_OPT 4 (gemm_pe=, PM x PN float32 multiply-adds per cycle) and
 # its CUs by default, per card. A CU sits in one SLR, so its array is at most what one SLR's share
-# of the DSPs holds (about 5 DSPs a float32 MAC); the U250, U55C and U280 defaults are the largest
-# array and CU count with which the whole table's XCL_OPT 4 image fits beside the GEMM
-# (tests/test_codegen_engines.py checks both ways). Where that image fits no array (U200, U50,
-# ZCU102) the array is one SLR's, for the images of fewer kernels that do fit. DSPS are the data
+# of the DSPs holds (about 5 DSPs a float32 MAC); the U200, U250, U55C and U280 defaults are the
+# largest array and CU count with which the whole table's XCL_OPT 4 image fits beside the GEMM
+# (tests/test_codegen_engines.py checks both ways). Where that image fits no array (U50, ZCU102)
+# the array is one SLR's, for the images of fewer kernels that do fit. DSPS are the data
 # sheets' DSP48E2 counts.
 DSPS = {"u200": 6840, "u250": 12288, "u50": 5952, "u55c": 9024, "u280": 9024, "zcu102": 2520}
 GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 16), "u280": (8, 16),

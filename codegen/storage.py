@@ -2,7 +2,8 @@
 
 The build's resource model (site_scons/afpga/resources.py) prices a kernel's BRAM from this rather
 than from a rule of thumb, so a template that shrinks or partitions a buffer changes the estimate.
-Read from the same text v++ compiles, like codegen/interface.py.
+Read from the same text v++ compiles, like codegen/interface.py: the C-simulation-only code
+(`#ifndef __SYNTHESIS__`, codegen/lint.py synthesized) left out, its arrays the emulator's alone.
 
 HLS puts an array in block RAM unless it is partitioned into registers or is small: each bank (a
 partition) of more than SMALL_BITS bits takes BRAM18s of 18 Kbit (two to a BRAM36); smaller banks
@@ -18,6 +19,7 @@ import re
 from functools import lru_cache
 
 from . import interface
+from .lint import synthesized
 
 SMALL_BITS = 2048  # banks up to this size: LUTRAM or registers (an assumption; HLS decides per array)
 BRAM18_BITS = 18 * 1024
@@ -80,6 +82,7 @@ def memories(code: str, resolve=None) -> dict[str, float]:
     rest, in BRAM) on one with it, where the arrays bound to URAM go there; "shared": the same of each
     array the engine's members share, by name, not in those sums. `resolve`: the file's type
     resolver (codegen/interface.py resolver), if the caller has built it."""
+    code = synthesized(code)
     names = _constants(code)
     resolve = resolve or interface.resolver(code)
     partitions: dict[str, list[tuple[int, str, int]]] = {}

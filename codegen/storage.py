@@ -10,8 +10,8 @@ go to LUTRAM or registers. An array declared in a function counts once (our kern
 once per dataflow region). An array declared `static AFPGA_ENGINE_MEMORY` (file scope) is one that
 every member of an engine uses, one memory per CU: it is reported apart ("shared", by name), for the
 engine to count once. The card's arrays only: C-simulation-only code (`#ifndef __SYNTHESIS__`) is
-left out, as the pragma lint leaves it (a norm member's own typed arrays, where the card has the
-engine's).
+left out, as the pragma lint leaves it (a norm member's own typed arrays and a reduce member's
+typed column tiles, where the card has the engine's).
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 path (-D__SYNTHESIS__) folds a narrow member's lanes COMPUTE_LANES at a time (codegen/model.py
 Kernel.compute_lanes; aten_fpga_reduce.h Turns) and streams a whole run in one region, where C
 simulation -- which the emulated device runs -- folds every lane in one pass, groups the words
-for g++ (fold_groups, fold_row_items) and cuts the input into 64 KiB regions. Both are compiled
+for g++ (fold_groups, fold_row_items), folds the columns in typed tiles of each member's own (the
+card: the engine's shared raw words) and cuts the input into 64 KiB regions. Both are compiled
 here with g++ (the card's streams are our shim's, unbounded) and every member of e_reduce and
 e_reduce_narrow runs through both on the same inputs, in each mode: rows (a ragged last word),
 rows into partials and their combine, columns. The results must be the same bytes."""
@@ -15,9 +16,10 @@ import os
 import numpy as np
 import pytest
 
-from codegen import abi
+from codegen import abi, storage
 from codegen.engines import NARROW, READ_BUNDLE, engine_name, engine_source
 from codegen.generate import ROOT
+from codegen.lint import synthesized
 from codegen.plan import interface_file, plan
 from engine_support import compiled, engine_members, generated
 from test_engine_datapaths import words
@@ -50,6 +52,17 @@ def test_the_narrow_engine_holds_the_members_that_compute_fewer_lanes(gen):
         for m in members:
             assert f"const int COMPUTE_LANES = {kernels[m].compute_lanes};" in (gen / kernels[m].source(LEVEL)).read_text()
         assert text.count('#include "../reduce/') == len(members)
+
+
+def test_the_resource_model_prices_the_cards_tiles_only(gen):
+    """C simulation folds the columns in typed tiles of each member's own (reduce/_kernel.j2 Slot),
+    which the card does not have: the arrays the interface file prices for a member (codegen/storage.py)
+    are those of its card path, the engine's shared tiles apart."""
+    doc = json.loads((gen / interface_file(LEVEL)).read_text())
+    for k in plan(os.path.join(ROOT, "native_functions_fpga.yaml"), ("reduce",)).kernels:
+        card = storage.memories(synthesized((gen / k.source(LEVEL)).read_text()))
+        assert doc["memories"][k.name] == card, f"{k.name}: C simulation's arrays priced for the card"
+        assert set(card["shared"]) == {"column_acc", "column_shift"}
 
 
 FLOATS = {"float": np.float32, "half": np.float16, "double": np.float64, "std::complex<float>": np.float32}

@@ -14,7 +14,10 @@ branch there, which kept amax along dim 0 at 1.6x the CPU's time while its lane 
 The column fold is checked in the generated XCL_OPT 4 kernel itself, to the instruction: its slots
 are an array the fold is handed, which g++ must assume may alias a float input, and it then
 vectorized the slot's stores but kept amax's compares scalar, one per lane (amax along dim 0 at 3x
-the CPU's time). Its code must hold no scalar float compare and some packed arithmetic."""
+the CPU's time). Read as bytes out of the raw 64-bit words the card's members share, the slot's lanes
+were selected in integer registers and compared one at a time too: C simulation folds in typed tiles
+of the member's own (reduce/_kernel.j2 Slot). Its code must hold no scalar float compare and some
+packed arithmetic."""
 from __future__ import annotations
 
 import re
@@ -118,16 +121,7 @@ def fold_asm(tmp_path, name: str, function: str) -> str:
     return text[start.end():text.index(".cfi_endproc", start.end())]
 
 
-# A known regression: the shared column tiles (raw 64-bit words that each member copies its lanes'
-# bytes in and out of, reduce/_kernel.j2 shared_tiles) leave g++ comparing the compare-based folds'
-# lanes one at a time. The fix is typed per-member tiles in C simulation only (the card keeps the
-# shared words); until then these are expected to fail, and strict, so the fix is noticed.
-SCALAR_COLUMN_FOLDS = pytest.mark.xfail(strict=True, reason="shared column tiles: g++ compares the lanes one at a time")
-
-
-@pytest.mark.parametrize("name", ["sum", pytest.param("amax", marks=SCALAR_COLUMN_FOLDS),
-                                  pytest.param("amin", marks=SCALAR_COLUMN_FOLDS), "norm2",
-                                  pytest.param("norm_max", marks=SCALAR_COLUMN_FOLDS)])
+@pytest.mark.parametrize("name", ["sum", "amax", "amin", "norm2", "norm_max"])
 def test_column_fold_is_vector_code(tmp_path, name):
     code = fold_asm(tmp_path, name, "fold_columns")
     scalar = re.findall(r"\bv?u?comis[sd]\b", code)

@@ -614,7 +614,9 @@ def loaded_image(platform: str | None = None, path: str | None = None) -> Image:
         (tuple(sorted({k.op.name for k in loaded})), tuple(sorted({k.dtype.name for k in loaded})))
     cus = ()
     if target is own:  # the CUs it was built with; on another card, the build's defaults for that card
-        cus = tuple(sorted((k["category"], len(k["cus"])) for k in built.get("kernels", []) if k.get("cus")))
+        # the category's own engine (e_unary), not its narrow one (e_unary_narrow: one CU by rule)
+        cus = tuple(sorted((k["category"], len(k["cus"])) for k in built.get("kernels", [])
+                           if k.get("cus") and k["name"] == engines_.engine_name(k["category"])))
     return image(level, target, wanted, dtypes, None, cus)
 
 

@@ -70,6 +70,8 @@ def test_report_projects_each_op_on_the_loaded_images_card():
     assert neg["by_kernel"]["v_neg_float32"]["launches"] == 2
     img = pj.loaded_image()
     assert img.platform.alias == "u250"  # the emulated image is planned for the U250
+    # with the CUs it was built with: the streaming engines' (not their narrow engines' one)
+    assert img.cus("unary") == aten_fpga._C.kernel_cus("e_unary") == 2 and img.cus("unary_narrow") == 1
     per = neg["by_kernel"]["v_neg_float32"]["bytes"] / 2
     assert neg["bytes_to_device"] == 4 << 20  # the first neg synced x to the device: over the host link
     link = neg["bytes_to_device"] / (img.platform.host_link_gbps * 1e9)

@@ -159,8 +159,9 @@ def test_main_writes_the_plan_it_projected(tmp_path, monkeypatch):
 
 def test_the_fit_is_the_builds():
     # the model prices each member's arrays as the build does (the interface file's "memories"):
-    # the whole table fits a U250 at XCL_OPT 2, not at 4 (docs/building.md, "Will it fit?")
-    assert pm.image(4, plat("u250")).fit.fits and not pm.image(4, plat("u200")).fit.fits
+    # the whole table fits a U250 and a U200 at XCL_OPT 4, not a U50 (docs/building.md, "Will it fit?")
+    assert pm.image(4, plat("u250")).fit.fits and pm.image(4, plat("u200")).fit.fits
+    assert not pm.image(4, plat("u50")).fit.fits
 
 
 def test_a_plans_gemm_array_and_cus_are_projected(tmp_path, capsys):

@@ -187,3 +187,30 @@ def test_a_bad_plan_names_its_cause_and_fix(repo, plan, error):
     assert "plan=none.yaml: no such file" in p.stderr + p.stdout
     p = scons(repo, "-n", "target=hw", "plan=bad.yaml", "kernels=add", "xclbin")
     assert "drop kernels= and dtypes=" in p.stderr + p.stdout
+
+
+def test_the_plans_emulated_image_runs_what_the_card_would_and_counts_the_rest(tmp_path, repo):
+    """scons target=emu plan=: the emulated image of the plan (here `add` alone) runs the plan's ops
+    as kernels, and an op whose kernel the image lacks (mul, maximum) falls back to the CPU,
+    counted, with the right values -- what the card built from the same plan would do."""
+    from aten_fpga._paths import emu_image_path
+
+    doc = {"build": {"kernels": ["add"], "dtypes": ["float32"], "cus": {"binary": 2}}, "ops": {}}
+    (repo / "just_add.yaml").write_text(yaml.safe_dump(doc))
+    ok(scons(repo, "target=emu", "opt=4", "plan=just_add.yaml", "xclbin"))
+    image = repo / "build/emu/opt4-plan-just_add/torch.xclbin"
+    try:
+        aten_fpga.load(str(image))
+        assert "v_add_float32" in aten_fpga._C.kernel_names() and "v_mul_float32" not in aten_fpga._C.kernel_names()
+        assert aten_fpga._C.kernel_cus("v_add_float32") == 2
+        a, b = torch.randn(70_001), torch.randn(70_001)
+        aten_fpga.reset_stats()
+        s = torch.add(a.to("fpga"), b.to("fpga"))
+        got = torch.maximum(torch.mul(s, s), s)  # chained on the add's device output
+        torch.testing.assert_close(got.cpu(), torch.maximum((a + b) * (a + b), a + b), rtol=0, atol=0)
+        stats = aten_fpga.stats()
+        assert stats["add.out"]["fpga"] == 1 and stats["add.out"]["cpu_fallback"] == 0
+        assert stats["mul.out"]["fpga"] == 0 and stats["mul.out"]["cpu_fallback"] == 1
+        assert stats["maximum.out"]["cpu_fallback"] == 1
+    finally:
+        aten_fpga.load(emu_image_path(4))

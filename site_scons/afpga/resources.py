@@ -332,8 +332,9 @@ def estimate(plan, kernels, member_tops: dict, opt: int, gemm_pe: tuple[int, int
 
 
 def _overflows(fit: Fit, cus_given: bool):
-    fewer = ("give fewer CUs (cus=1)" if cus_given else "select fewer kernels (kernels=..., dtypes=...)") + \
-        " or a lower opt="
+    fewer = ("give fewer CUs (cus=1)" if cus_given else
+             "build a workload's image (python -m aten_fpga.record, then plan=), select fewer kernels (kernels=..., "
+             "dtypes=...)") + " or a lower opt= (docs/building.md, \"Will it fit?\", shows what fits each card)"
     if fit.cus > MAX_CUS:
         yield Overflow("compute units (XRT's limit)", fit.cus, MAX_CUS, fewer)
     worst = max(fit.ports_per_bank.items(), key=lambda kv: kv[1])

@@ -6,8 +6,9 @@
 OLD and NEW are checkout folders, each with its own built image and host extension (`scons` in
 each). Every benchmark (by default the four of the emulator's speed budget, DEFAULT_BENCHES) runs
 as a subprocess per checkout: that checkout's own `bench/<name>.py`, with cwd and PYTHONPATH the
-checkout, so each imports its own aten_fpga and loads its own build. The runs alternate old, new,
-old, new ... for `--repeat` rounds, so that the load of a shared machine falls on both alike.
+checkout, so each imports its own aten_fpga and loads its own build. The runs alternate between
+the checkouts for `--repeat` rounds, so that the load of a shared machine falls on both alike: each
+benchmark old then new in even rounds, new then old in odd ones (neither always runs first).
 
 Each run's JSON (the benchmark's `--json`, written under this checkout's build/bench/compare/)
 gives rows with the ratio the benchmark computes against torch on the CPU in the same process
@@ -41,7 +42,7 @@ DEFAULT_BENCHES = [
     "bench_pointwise --n 4194304 --repeat 5",
     "bench_reduce --size 2048 --repeat 5",
     "bench_overhead",
-    "bench_ops --ops mm --levels 4 --mm-sizes 128,256,512,1024",
+    "bench_ops --ops mm --levels 4",  # its default sizes, 64 to 2048
 ]
 # What a row measures, by name here -> its field in each benchmark's rows. `ratio` (fpga / CPU wall
 # time in the same process) is what the budget judges; `time_ratio` (process CPU time, bench_reduce)
@@ -99,7 +100,8 @@ def label(key: tuple) -> str:
 
 def change(old_rounds: list[dict], new_rounds: list[dict], key: tuple, metric: str) -> dict | None:
     """One metric of one row over the rounds: the medians of old and new, new / old of the medians,
-    and the range of the rounds' own new / old (round i's new ran right after round i's old)."""
+    and the range of the rounds' own new / old (round i's two runs of the benchmark ran one right
+    after the other)."""
     olds = [r[key][metric] for r in old_rounds if metric in r.get(key, {})]
     news = [r[key][metric] for r in new_rounds if metric in r.get(key, {})]
     if not olds and not news:
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     for rnd in range(args.repeat):
         for i, spec in enumerate(benches):
-            for side in ("old", "new"):
+            for side in ("old", "new") if rnd % 2 == 0 else ("new", "old"):
                 stem = f"{i}-{bench_name(spec)}-{side}-{rnd}"
                 doc = run_one(checkouts[side], spec, os.path.join(out_dir, stem + ".json"),
                               os.path.join(out_dir, stem + ".log"))
@@ -206,7 +208,7 @@ def main(argv=None) -> int:
     print(f"\nold: {states['old']['path']} {(states['old']['commit'] or '?')[:7]}  "
           f"new: {states['new']['path']} {(states['new']['commit'] or '?')[:7]}"
           f"{' (uncommitted changes)' if states['new']['dirty'] else ''}")
-    print(f"{args.repeat} rounds, old/new alternating; {(time.time() - t0) / 60:.1f} min; 1-minute load average "
+    print(f"{args.repeat} rounds, old and new alternating; {(time.time() - t0) / 60:.1f} min; 1-minute load average "
           f"{min(loads):.1f}-{max(loads):.1f} (mean {statistics.mean(loads):.1f}) on {os.cpu_count()} cores")
     for spec in benches:
         print(f"\n{spec}\n(fpga / CPU in the same run, median of rounds; rounds: each round's new/old; "

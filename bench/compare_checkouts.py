@@ -38,7 +38,7 @@ from common import ROOT, print_table, write_json  # noqa: E402
 
 # The budget: within 10% on these, against the checkout before (docs/benchmarks.md). At
 # their own default sizes (2^24 elements; mm 64 to 2048) and the opt=4 image, a round of the four
-# on both checkouts takes about 4 minutes on the 2-core machine at a load of 3.
+# on both checkouts took 3 minutes on the 2-core machine at a load average of 5 (docs/benchmarks.md).
 DEFAULT_BENCHES = [
     "bench_pointwise",
     "bench_reduce",

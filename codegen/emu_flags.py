@@ -27,7 +27,9 @@ def emu_cxxflags(march: str = "native") -> tuple[str, ...]:
 
 EMU_CXXFLAGS = emu_cxxflags()
 
-# Per category unit, on top: the unary unit's kernels never read the floating-point exception flags,
-# so g++ may evaluate both sides of afpga::math's selects and vectorize its lane loops (values are
-# unchanged). Not everywhere: it made the NaN-propagating max of the reduce kernels several times slower.
+# Per category, on top, for its units (the full-rate engine's and the narrow one's: unary and
+# unary_narrow, where sin, cos and the other costly float32 functions are): the unary kernels never
+# read the floating-point exception flags, so g++ may evaluate both sides of afpga::math's selects
+# and vectorize its lane loops (values are unchanged; without it sin ran 5x slower). Not everywhere:
+# it made the NaN-propagating max of the reduce kernels several times slower.
 UNIT_CXXFLAGS = {"unary": ("-fno-trapping-math",)}

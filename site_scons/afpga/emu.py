@@ -7,6 +7,7 @@ import json
 import os
 
 from codegen.emu_flags import UNIT_CXXFLAGS, emu_cxxflags
+from codegen.engines import NARROW
 from SCons.Script import Action
 
 from . import connectivity, hls_interface, xclbin
@@ -34,16 +35,20 @@ def build(env, cfg, gen, steps) -> list:
     emu.Append(
         CPPPATH=["#kernels/hls/emu/include", "#kernels/hls/include", "#kernels/hls/emu", f"#{GEN}"],
         CXXFLAGS=list(emu_cxxflags(cfg.march)),  # codegen/emu_flags.py says why each
-        CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus),
-                    ("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])],
+        CPPDEFINES=[("AFPGA_OPT_LEVEL", cfg.opt), ("AFPGA_CUS", cfg.cus)],
     )
+    # the PE array's size is the GEMM's alone: another gemm_pe= recompiles its unit and no other
+    gemm_defines = [("AFPGA_GEMM_PE_M", cfg.gemm_pe[0]), ("AFPGA_GEMM_PE_N", cfg.gemm_pe[1])]
     out = cfg.out_dir
     objs = []
     # One object per category: a template edit recompiles its category's unit and no other.
     units = [(c, unit, included) for c, (unit, included) in sorted(gen.emu_units.items())]
     for name, unit, included in units + [("image", "kernels/hls/emu/image.cpp", [])]:
-        flags = UNIT_CXXFLAGS.get(name)
-        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + list(flags)) if flags else emu
+        category = name.removesuffix(NARROW)
+        flags = UNIT_CXXFLAGS.get(category, ())
+        defines = gemm_defines if category == "gemm" else []
+        unit_env = emu.Clone(CXXFLAGS=emu["CXXFLAGS"] + list(flags),
+                             CPPDEFINES=emu["CPPDEFINES"] + defines) if flags or defines else emu
         obj = unit_env.SharedObject(f"{out}/obj/{name}.os", unit)
         emu.Depends(obj, included)  # the unit #includes them (also found by the scanner once generated)
         steps.track(emu, obj, f"{cfg.level_dir}/obj/{name}", f"g++ {name}", "compile", [unit] + included,

@@ -98,13 +98,13 @@ GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits besid
 
 
 # The emulated image's default: g++ runs the array as loops on the host CPU, where the geometry
-# changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does.
-# The GEMM engine holds one array, which its float32 and float16 members share, and the emulated
-# image has the CUs the card's DSP budget gives it (gemm_cus): 16 x 48 is the largest array of which
-# a U250 holds two engine CUs (two host threads). Against four CUs of 16 x 24 (four threads on the
-# project's two cores) it took 14% less CPU time for a 2048^3 mm (bench/bench_ops.py --ops mm;
-# docs/kernels.md, GEMM). `gemm_pe=32x48` emulates the card's array.
-EMU_GEMM_PE = (16, 44)  # the largest 16-row array of which a U250 holds two CUs in 60% of its DSPs
+# changes no result (each output's sum is taken in k order whatever PM x PN) but the speed does:
+# 16 x 48 (three 16-float words a row) ran a 2048^3 mm in 14% less CPU time than four CUs of 16 x 24
+# (bench/bench_ops.py --ops mm; docs/kernels.md, GEMM), and 15-20% faster than 16 x 44, whose rows
+# end in part of a word. The emulated image has the card's GEMM CUs (gemm_cus), whatever its array:
+# what the card splits a product into, the emulator splits alike. `gemm_pe=32x48` emulates another
+# array.
+EMU_GEMM_PE = (16, 48)
 
 
 def parse_gemm_pe(text: str) -> tuple[int, int] | None:
@@ -125,10 +125,11 @@ DSP_BUDGET = 0.6  # of a card's DSPs, for the arrays of a gemm_pe= other than th
 DSPS_PER_MAC = 5  # a float32 multiply-add
 
 
-def gemm_cus(p: Platform, pe: tuple[int, int]) -> int:
+def gemm_cus(p: Platform, pe: tuple[int, int], target: str = "hw") -> int:
     """GEMM engine CUs at XCL_OPT 4, each holding one PM x PN array (its members, float32 and
-    float16, share it): with the card's default array, the default CUs (GEMM_CUS); with another
-    (gemm_pe=), as many as fit in DSP_BUDGET of the card's DSPs, at least one."""
-    if pe == GEMM_PE[p.alias]:
+    float16, share it): with the card's default array (or the emulated image's, which stands for
+    it), the default CUs (GEMM_CUS); with another (gemm_pe=), as many as fit in DSP_BUDGET of the
+    card's DSPs, at least one."""
+    if pe == GEMM_PE[p.alias] or (target == "emu" and pe == EMU_GEMM_PE):
         return GEMM_CUS.get(p.alias, 1)
     return max(1, int(DSP_BUDGET * DSPS[p.alias]) // (pe[0] * pe[1] * DSPS_PER_MAC))

@@ -63,7 +63,7 @@ class Config:
         if self.cus_given or category in STREAMING:
             return self.cus
         if category == "gemm" and self.opt == 4:
-            return platforms.gemm_cus(self.platform, self.gemm_pe)
+            return platforms.gemm_cus(self.platform, self.gemm_pe, self.target)
         return 1
 
     def engine_cus(self, k) -> int:

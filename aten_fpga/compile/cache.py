@@ -66,7 +66,8 @@ def _includes() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _toolchain_key() -> str:
-    """The hash of what every object depends on besides its source: shims, headers, compiler."""
+    """The hash of what every object depends on besides its source: shims, headers (by their path in
+    the checkout, so checkouts of the same code share objects), compiler."""
     files = [os.path.join(HLS, "emu", "image.h"), os.path.join(HLS, "emu", "image.cpp"),
              os.path.join(build_dir(), "gen", "afpga_abi.h")]
     for folder in (os.path.join(HLS, "emu", "include"), os.path.join(HLS, "include")):
@@ -74,7 +75,7 @@ def _toolchain_key() -> str:
     h = hashlib.sha256()
     for path in sorted(files):
         with open(path, "rb") as f:
-            h.update(path.encode() + b"\0" + f.read())
+            h.update(os.path.relpath(path, ROOT).encode() + b"\0" + f.read())
     h.update(subprocess.run(["g++", "--version"], capture_output=True, text=True, check=True).stdout.encode())
     return h.hexdigest()
 

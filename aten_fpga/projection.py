@@ -411,18 +411,21 @@ def plan_image(rows: dict, platform, wanted: tuple[str, ...] = (), dtypes: tuple
     more (at most one a SLR), the one that cuts the workload's projected time the most while the
     image still fits (resources.estimate: the build's fit check, CUs and masters per bank
     included). It stops when no step fits or helps: the CUs go where the time goes."""
-    streaming = sorted(c for c in {k.op.category for k in plan(TABLE, wanted, dtypes).kernels}
-                       if c in variables.STREAMING)
-    has_gemm = level == 4 and any(k.op.category == "gemm" for k in plan(TABLE, wanted, dtypes).kernels)
+    categories = {k.op.category for k in plan(TABLE, wanted, dtypes).kernels}
+    streaming = sorted(categories & variables.STREAMING)
+    has_gemm = level == 4 and "gemm" in categories
     slrs = resources.CAPACITY[platform.alias].slrs
 
     def build(cus: dict, pe):
         return image(level, platform, wanted, dtypes, pe, tuple(sorted(cus.items())))
 
+    def entries(cus: dict, pe) -> dict:
+        return {"cus": cus} | ({"gemm_pe": f"{pe[0]}x{pe[1]}"} if pe else {})
+
     cus, pe = {c: 1 for c in streaming} | ({"gemm": 1} if has_gemm else {}), (8, 8) if has_gemm else None
     best = build(cus, pe)
     if not best.fit.fits:
-        return best, {"cus": cus} | ({"gemm_pe": f"{pe[0]}x{pe[1]}"} if pe else {})
+        return best, entries(cus, pe)
     seconds = workload_seconds(rows, best)
     while True:
         steps = [(dict(cus, **{c: cus[c] + 1}), pe) for c in streaming]
@@ -442,7 +445,7 @@ def plan_image(rows: dict, platform, wanted: tuple[str, ...] = (), dtypes: tuple
         if t >= seconds * (1 - 1e-3):  # nothing helps by more than a thousandth
             break
         seconds, cus, pe, best = t, c, p, img
-    return best, {"cus": cus} | ({"gemm_pe": f"{pe[0]}x{pe[1]}"} if pe else {})
+    return best, entries(cus, pe)
 
 
 def gemm_design(level: int, platform, pe: tuple[int, int] | None = None, wanted: tuple[str, ...] = (),

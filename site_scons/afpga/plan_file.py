@@ -1,7 +1,7 @@
 """A workload plan (`scons plan=path.yaml`): the YAML file aten_fpga.record writes, read into the
 build's selection -- kernels= (the library ops of the kernels its ops launched), dtypes= (theirs)
 and the CUs its `build.cus` gives engines, with the GEMM array `build.gemm_pe` names (aten_fpga.record
-writes the largest that fits beside the plan's kernels). A person may edit the file: `build.kernels` and
+writes the CUs and array that serve the recorded workload best within the card). A person may edit the file: `build.kernels` and
 `build.dtypes`, when given, replace what the recorded ops imply. No torch is imported."""
 from __future__ import annotations
 

@@ -397,6 +397,13 @@ GEMM_IL, GEMM_SM, GEMM_TK4 = 8, 8, 64  # opt4: accumulators per PE, PE row block
 
 GEMM_MEMBER = "v_gemm_float32"
 
+def one_kernel_workload(op: str, member: str, launches: int, nbytes: float, work: float = 0) -> dict:
+    """report()-style rows of a workload that is `launches` launches of one kernel, resident (no
+    host link, no fallback): what plan_image and the perf model's "alone as a workload" rows take."""
+    return {op: {"fpga": launches, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0, "cpu_seconds": 0,
+                 "by_kernel": {member: {"launches": launches, "bytes": nbytes, "work": work}}}}
+
+
 def workload_seconds(rows: dict, img: Image) -> float:
     return sum(op_seconds(r, img)["seconds"] for r in rows.values())
 

@@ -30,7 +30,7 @@ from aten_fpga.projection import (ADD_LATENCY, BOARD_WATTS, CATEGORY_MEMBER, CLO
                                   ELEMENT_BYTES, FILL_CYCLES, GEMM_N, LAUNCH_S, MEMBERS, PCIE_GEN3_X16_GBPS,
                                   PCIE_MEASURED_GBPS, PIPELINE_FILL, REDUCE_ROWS, bank_shares, device_seconds,
                                   fft_row_cycles, fit_summary, gemm_design, gemm_throughput, image, pe_array_seconds,
-                                  peak_gbps, plan_image, reduce_run_cycles, throughput)
+                                  one_kernel_workload, peak_gbps, plan_image, reduce_run_cycles, throughput)
 from afpga import platforms, resources, variables  # noqa: E402
 from afpga.platforms import PLATFORMS  # noqa: E402
 
@@ -99,9 +99,7 @@ def plan_rows(n: int, whole: list[dict]) -> list[dict]:
             img = image(4, p)
             k = img.kernels[member]
             moved = n * sum(st.bytes for st in img.streams(member))
-            rows = {k.op.name: {"fpga": 10, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0,
-                                "cpu_seconds": 0, "by_kernel": {member: {"launches": 10, "bytes": 10 * moved,
-                                                                         "work": 0}}}}
+            rows = one_kernel_workload(k.op.name, member, 10, 10 * moved)
             planned, build = plan_image(rows, p, (k.op.name,), (k.dtype.name,))
             d = device_seconds(category, planned, n, member)
             gbps = d["moved"] / d["seconds"] / 1e9
@@ -357,9 +355,7 @@ def gemm_plans(n: int = GEMM_N) -> list[dict]:
     for p in PLATFORMS.values():
         if p.embedded:
             continue
-        rows = {"mm": {"fpga": 1, "cpu_fallback": 0, "bytes_to_device": 0, "bytes_to_host": 0, "cpu_seconds": 0,
-                       "by_kernel": {"v_gemm_float32": {"launches": 1, "bytes": 3 * ELEMENT_BYTES * n * n,
-                                                        "work": n ** 3}}}}
+        rows = one_kernel_workload("mm", "v_gemm_float32", 1, 3 * ELEMENT_BYTES * n * n, n ** 3)
         img, build = plan_image(rows, p, ("gemm",), ("float32",))
         out.append(gemm_throughput(4, p, n, img.config.gemm_pe, ("gemm",), ("float32",),
                                    tuple(sorted(build["cus"].items()))))

@@ -446,10 +446,12 @@ class Group:
     gemm: fx.Node | None = None  # a fused GEMM: nodes[0], its chain after it
     reductions: list = field(default_factory=list)  # a fused GEMM's sums and means of its chain's values
     # A fused GEMM's a operand made in its read stage (operand_prologues): the pointwise nodes and
-    # views from the chain's source to the GEMM's a, in graph order; `a_operand`, a view of the
+    # views from the chain's source to the GEMM's a, in graph order; `a_source`, that source (itself
+    # perhaps a view: the chain reads it as it is); `a_operand`, a view of the
     # source laid out as a (the kernel's a port); `a_rows`, a column sum taken as the sums over k of
     # op(a)'s rows (a prologue's, or a value's that a produced: _sums_to_readers).
     prologue: list = field(default_factory=list)
+    a_source: fx.Node | None = None
     a_operand: fx.Node | None = None
     a_rows: fx.Node | None = None
     # Pointwise nodes of one value after a whole reduction (FusedKernel.post), in order.
@@ -521,14 +523,30 @@ def partition(gm: fx.GraphModule) -> list[Group]:
     node, so it must not wait for a node that waits for it); a reduction closes its group."""
     row_sums_of_selections(gm.graph)  # the cross entropy's backward in one chain (compile/loss.py)
     group_of: dict[fx.Node, Group] = {}
-    after: dict[fx.Node, set] = {}  # the groups a node depends on through nodes outside them
+    # What waits for what. A group runs once, at its last member, so it waits for every group any
+    # of its members reads, and that set grows as members join: `needs[id(g)]` holds the groups g
+    # reads directly (through its members' inputs, or through nodes outside every group), and
+    # `frontier[n]` the groups a node outside every group reads directly. Whether one group waits
+    # for another is a walk over `needs` at the time of asking, never a set taken earlier.
+    needs: dict[int, set] = {}
+    frontier: dict[fx.Node, set] = {}
     groups: list[Group] = []
+
+    def read_by(a: fx.Node) -> set:
+        return {id(group_of[a])} if a in group_of else frontier.get(a, set())
+
+    def waits_for(start: set, g: Group) -> bool:
+        seen, todo = set(), list(start)
+        while todo:
+            k = todo.pop()
+            if k == id(g):
+                return True
+            if k not in seen:
+                seen.add(k)
+                todo.extend(needs.get(k, ()))
+        return False
+
     for node in gm.graph.nodes:
-        deps = set()
-        for a in node.all_input_nodes:
-            deps |= after.get(a, set())
-            if a in group_of:
-                deps.add(id(group_of[a]))
         chosen = None
         v = _meta(node)
         candidates = [group_of[a] for a in node.all_input_nodes if a in group_of]
@@ -536,7 +554,7 @@ def partition(gm: fx.GraphModule) -> list[Group]:
         if view is not None and view[1] in group_of:
             candidates.append(group_of[view[1]])
         for g in candidates:
-            through_other = any(id(g) in after.get(a, set()) for a in node.all_input_nodes
+            through_other = any(waits_for(read_by(a), g) for a in node.all_input_nodes
                                 if group_of.get(a) is not g and (view is None or a is not view[0]))
             if through_other:
                 continue
@@ -574,8 +592,12 @@ def partition(gm: fx.GraphModule) -> list[Group]:
             g = Group([], tuple(_meta(bind(node)["self"]).shape), v.dtype, reduction=node)
             groups.append(g)
             group_of[node] = g
-        own = id(group_of[node]) if node in group_of else None
-        after[node] = {d for d in deps if d != own} if own is not None else deps
+        reads = set().union(*(read_by(a) for a in node.all_input_nodes))
+        if node in group_of:
+            own = id(group_of[node])
+            needs.setdefault(own, set()).update(reads - {own})
+        else:
+            frontier[node] = reads
     groups = _absorb_producers(gm, groups)
     groups = operand_prologues(gm, groups)
     groups = _sums_to_readers(groups)
@@ -773,7 +795,7 @@ def _prologue_of(gm: fx.GraphModule, h: Group, by_gemm: dict) -> list | None:
                 operand.meta["val"] = n.meta["val"]  # the same shape and strides: an elementwise chain's
         g = by_gemm.get(gemm) or Group([gemm], tuple(_meta(gemm).shape), _meta(gemm).dtype, gemm=gemm)
         g.prologue = [*chain, *path]
-        g.a_operand = operand
+        g.a_source, g.a_operand = src, operand
         if k == 0 and red is not None:
             g.a_rows = red
             g.prologue += [n for n in [bind(red)["self"]] if n not in g.prologue and n is not value]
@@ -965,11 +987,8 @@ def plan(group: Group, modes: dict | None = None, words: bool = True) -> Plan:
         gemm_ab = tuple(args[o] for o in GEMMS[gemm.target])
         if group.prologue:  # a is the source laid out as a, made into a's values in the read stage
             gemm_ab = (group.a_operand, *gemm_ab[1:])
-            source = group.a_operand
-            while source.op == "call_function" and source.target in _A_VIEWS:
-                source = source.args[0]
-            values[source] = "x_a"
-            fallback.append(source)
+            values[group.a_source] = "x_a"
+            fallback.append(group.a_source)
             for n in group.prologue:
                 if n.target in _A_VIEWS:
                     values[n] = values[n.args[0]]

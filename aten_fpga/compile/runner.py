@@ -72,8 +72,10 @@ class FusedGroup(torch.nn.Module):
         maybe = lambda n: copy[n] if n is not None else None  # noqa: E731
         self.group = Group([copy[n] for n in group.nodes], group.shape, group.dtype, maybe(group.reduction),
                            maybe(group.gemm), [copy[r] for r in group.reductions], [copy[n] for n in group.prologue],
-                           maybe(group.a_operand), maybe(group.a_rows), [copy[n] for n in group.post])
+                           a_source=maybe(group.a_source), a_operand=maybe(group.a_operand),
+                           a_rows=maybe(group.a_rows), post=[copy[n] for n in group.post])
         self._variants: dict = {}  # input modes -> Plan
+        self._calls: dict = {}  # the inputs' layouts -> the prepared call (None: unfused)
         # The chain's static sizes take part in its shape: a class selection is as wide as its
         # classes, which no input of it need be (compile/loss.py). Once here, not per call.
         self._static_shape = tuple(d if isinstance(d, int) else 1 for d in group.shape)
@@ -92,8 +94,19 @@ class FusedGroup(torch.nn.Module):
         return self._variants[modes, words]
 
     def forward(self, *inputs):
-        if isinstance(self.plan.kernel, GemmEpilogue):
-            return self._gemm(*inputs)
+        # A call's work is decided once per layout of its inputs (and per loaded image): which
+        # kernel, how each input becomes a port, the outputs' shapes. A repeated call -- every step
+        # of a training loop -- only makes its ports and outputs and launches.
+        key = (image_level(), *map(_layout, inputs))
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = (self._prepare_gemm if self.group.gemm is not None else self._prepare)(inputs)
+        if call is None:
+            return self.unfused(*inputs)
+        return call(inputs)
+
+    def _prepare(self, inputs):
+        """The fused chain's call for inputs laid out as `inputs`, or None for the unfused path."""
         shape = torch.broadcast_shapes(*(t.shape for t in inputs), self._static_shape)
         device = next(t.device for t in inputs)
         numel = shape.numel()
@@ -103,41 +116,48 @@ class FusedGroup(torch.nn.Module):
         red_shape = tuple(self.group.reduction.meta["val"].shape) if columns else ()  # one result per column
         columns_fit = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
         if numel == 0 or device.type != "fpga" or (columns and not columns_fit):
-            return self.unfused(*inputs)
-        modes, operands = [], []
+            return None
+        modes, ports = [], []
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
-            if mode is None:
-                t, mode = t.expand(shape), "full"  # made dense on the device below
-            elif mode == "full" and not t.is_contiguous() and (padded := _padded_rows(t)) is not None:
-                t, mode = padded, "pitched"  # a fused GEMM's output: read in place
+            if mode is None:  # made dense on the device
+                mode, port = "full", lambda t: _port(t.expand(shape))
+            elif mode == "full" and not t.is_contiguous() and _padded_rows(t) is not None:
+                mode, port = "pitched", _padded_rows  # a fused GEMM's output: read in place
+            else:
+                port = _port
             modes.append(mode)
-            operands.append(_port(t))
+            ports.append(port)
         # Rows (reduced, or read by a broadcast input) that are not whole words: the element form.
         rows_matter = self.group.reduction is not None or any(m in ("row", "col", "pitched") for m in modes)
-        p = self._variant(tuple(modes), not rows_matter or inner % self.plan.kernel.lanes == 0)
-        kernel = p.kernel
-        RECORDED[kernel.name] = kernel
+        kernel = self._variant(tuple(modes), not rows_matter or inner % self.plan.kernel.lanes == 0).kernel
         if not available(kernel, device):
-            return self.unfused(*inputs)
-        outs = [torch.empty(shape, dtype=self.group.dtype, device=device) for _ in kernel.outputs]
+            RECORDED[kernel.name] = kernel
+            return None
+        out_shapes = [shape] * len(kernel.outputs)
         if kernel.reduction is not None:
             red = self.group.reduction.meta["val"]
             keep = red.dim() == len(shape)
             kept = (1,) * len(shape) if whole else (*shape[:-1], 1)
             reduced = () if whole else shape[:-1]
-            out_shape = red_shape if columns else kept if keep else reduced
-            outs.append(torch.empty(out_shape, dtype=self.group.dtype, device=device))
-        _C.fused_run(kernel.name, operands, outs, [numel, inner])
-        return tuple(outs)
+            out_shapes.append(red_shape if columns else kept if keep else reduced)
+        dtype, sizes = self.group.dtype, [numel, inner]
 
-    def _gemm(self, a, b, *inputs):
-        """The fused GEMM: c = alpha * a @ b + beta * self with its epilogue, when the kernel can
-        address every port (else the unfused nodes: the table's GEMM, then the chain). With a
+        def call(inputs):
+            RECORDED[kernel.name] = kernel
+            outs = [torch.empty(s, dtype=dtype, device=device) for s in out_shapes]
+            _C.fused_run(kernel.name, [port(t) for port, t in zip(ports, inputs)], outs, sizes)
+            return tuple(outs)
+        return call
+
+    def _prepare_gemm(self, inputs):
+        """The fused GEMM's call: c = alpha * a @ b + beta * self with its epilogue, when the
+        kernel can address every port (else None: the table's GEMM, then the chain). With a
         prologue, `a` is its source laid out as a, and the source itself comes last (the unfused
         path's)."""
+        a, b, *rest = inputs
         kernel = self.plan.kernel
-        operands = inputs[:len(kernel.inputs)]
+        operands = rest[:len(kernel.inputs)]
         rank = 3 if self.group.gemm.target is torch.ops.aten.bmm.default else 2
         batch = a.shape[0] if rank == 3 else 1
         m, n = (batch * a.shape[-2], b.shape[-1]) if a.dim() == rank and b.dim() == rank else (0, 0)  # c's rows
@@ -153,31 +173,45 @@ class FusedGroup(torch.nn.Module):
         if (m * n == 0 or a.device.type != "fpga" or not static or not a_rows_ok
                 or any(t.numel() != expected[p.mode] for t, p in zip(operands, kernel.inputs))
                 or math.prod(self.out_shapes[0]) != m * n):
-            return self.unfused(a, b, *inputs)
-        RECORDED[kernel.name] = kernel
+            return None
         if not available(kernel, a.device):
-            return self.unfused(a, b, *inputs)
+            RECORDED[kernel.name] = kernel
+            return None
         # At level 4 the write stage stores whole words: rows of c and of the ports laid out as c
         # are padded to whole words (`pitch`) when n is not, and the outputs are views of them.
         lanes = kernel.lanes if level == 4 else 1
         pitch = -(-n // lanes) * lanes
-        ports = [_gemm_port(t, p.mode, m, n, pitch) for t, p in zip(operands, kernel.inputs)]
-        outs = []
+        port_modes = [p.mode for p in kernel.inputs]
         out_modes = ["out", *(p.mode for p in kernel.ports[len(kernel.inputs):])]  # c, then its further ports
-        for shape, mode in zip(self.out_shapes, out_modes):
-            if mode in ("out", "columns"):
-                base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=self.group.dtype, device=a.device)
-                outs.append(base[..., :n].view(shape))
-            else:
-                outs.append(torch.empty(shape, dtype=self.group.dtype, device=a.device))
         # Bands of rows on several compute units when each port's band is its own rows: one batch
         # item, and no sum over rows (its running sums would race); a row maximum is per row.
         bands = batch == 1 and all(r.port.mode == "per_row" for r in kernel.reductions)
         row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1, "a_rows": 1}
-        modes = [p.mode for p in kernel.ports]
-        strides = [row_elements.get(mode, 0) for mode in modes] if bands else []
-        _C.fused_gemm_run(kernel.name, a, b, self.alpha, self.beta, ports, outs, strides)
-        return tuple(outs)
+        strides = [row_elements.get(p.mode, 0) for p in kernel.ports] if bands else []
+        dtype, device, alpha, beta = self.group.dtype, a.device, self.alpha, self.beta
+
+        def call(inputs):
+            RECORDED[kernel.name] = kernel
+            a, b, *rest = inputs
+            ports = [_gemm_port(t, mode, m, n, pitch) for t, mode in zip(rest, port_modes)]
+            outs = []
+            for shape, mode in zip(self.out_shapes, out_modes):
+                if mode in ("out", "columns"):
+                    base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=dtype, device=device)
+                    outs.append(base[..., :n].view(shape))
+                else:
+                    outs.append(torch.empty(shape, dtype=dtype, device=device))
+            _C.fused_gemm_run(kernel.name, a, b, alpha, beta, ports, outs, strides)
+            return tuple(outs)
+        return call
+
+
+def _layout(t) -> tuple:
+    """What a fused kernel's call depends on of one input: its place, type and layout in memory
+    (the storage's size and the offset decide whether padded rows are read in place)."""
+    if not isinstance(t, torch.Tensor):
+        return (t,)
+    return (t.device, t.dtype, t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes())
 
 
 def _gemm_port(t: torch.Tensor, mode: str, m: int, n: int, pitch: int) -> torch.Tensor:

@@ -97,7 +97,7 @@ class FusedGroup(torch.nn.Module):
         # A call's work is decided once per layout of its inputs (and per loaded image): which
         # kernel, how each input becomes a port, the outputs' shapes. A repeated call -- every step
         # of a training loop -- only makes its ports and outputs and launches.
-        key = (image_level(), *map(_layout, inputs))
+        key = (_C.image_path(_C.current_device()), *map(_layout, inputs))
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = (self._prepare_gemm if self.group.gemm is not None else self._prepare)(inputs)
@@ -208,9 +208,11 @@ class FusedGroup(torch.nn.Module):
 
 def _layout(t) -> tuple:
     """What a fused kernel's call depends on of one input: its place, type and layout in memory
-    (the storage's size and the offset decide whether padded rows are read in place)."""
+    (a strided input's storage size decides whether its padded rows are read in place)."""
     if not isinstance(t, torch.Tensor):
         return (t,)
+    if t.is_contiguous():
+        return (t.device, t.dtype, t.shape, t.storage_offset())
     return (t.device, t.dtype, t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes())
 
 

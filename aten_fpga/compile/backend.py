@@ -6,6 +6,7 @@ is partitioned (fuse.partition) and every fusion group replaced by one call of i
 still runs through eager dispatch on "fpga": the table's kernels or the counted CPU fallback."""
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -26,6 +27,28 @@ _DECOMPOSE = [aten._softmax, aten._softmax_backward_data, aten._log_softmax, ate
               aten.native_layer_norm_backward, aten.mse_loss, aten.mse_loss_backward,
               aten.silu, aten.silu_backward,
               aten.var_mean]  # layer_norm's: var and mean are table kernels, var_mean is not
+
+
+# Ops with table kernels that PyTorch's Python decompositions (`py_impl` at the Autograd and
+# CompositeImplicitAutograd keys, which AOTAutograd's tracing runs) would take apart into index,
+# clamp and index_put ops: an upsampling becomes ~20 launches forward and backward where the table
+# runs it in 1-2. While the backend traces, they stay whole, with their derivative formulas.
+_KEEP_WHOLE = [getattr(aten, f"upsample_{mode}2d") for mode in ("nearest", "bilinear", "bicubic")]
+
+
+@contextlib.contextmanager
+def _kept_whole():
+    keys = (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.CompositeImplicitAutograd)
+    ops = [getattr(packet, name) for packet in _KEEP_WHOLE for name in ("default", "vec")]
+    hidden = {op: {k: op.py_kernels.pop(k) for k in keys if k in op.py_kernels} for op in ops}
+    for op in ops:
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, kernels in hidden.items():
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()
 
 
 def decompositions() -> dict:
@@ -138,6 +161,7 @@ def aten_fpga_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     for the backward what the min-cut partitioner (Inductor's) picks: the fewest bytes, with
     pointwise values recomputed in the backward where that is cheaper -- the MLP's loss saves one
     tensor, the scaled difference, instead of the output and the target."""
-    return aot_autograd(fw_compiler=_compiler, bw_compiler=_compiler, decompositions=decompositions(),
-                        partition_fn=min_cut_rematerialization_partition,
-                        **kwargs)(gm, example_inputs)
+    with _kept_whole():  # the forward and the joint graph are traced here; the backward's compile comes later
+        return aot_autograd(fw_compiler=_compiler, bw_compiler=_compiler, decompositions=decompositions(),
+                            partition_fn=min_cut_rematerialization_partition,
+                            **kwargs)(gm, example_inputs)

@@ -23,11 +23,11 @@ LAYOUTS = {
 }
 
 
-def kernels_of(c, cout, k, s, p, groups, mask=(True, True, True)):
+def kernels_of(c, cout, k, s, p, groups, mask=(True, True, True), dtype=torch.float32):
     """(kernels that must launch, kernels that must not) for a convolution of this shape, forward
-    and backward: see host/ps/fpga_conv.cpp."""
+    and backward: see host/ps/fpga_conv.cpp (the depthwise members are float32 only)."""
     k2 = (k, k) if isinstance(k, int) else k
-    if groups == c == cout and groups > 1:
+    if groups == c == cout and groups > 1 and dtype == torch.float32:
         return ["dw_window"] + (["dw_weight"] if mask[1] else []), ["im2col", "col2im", "gemm"]
     if groups == 1 and k2 in ((1, 1), (1,)) and s in (1, (1, 1)) and p in (0, (0, 0)):
         return ["gemm"], ["im2col", "col2im", "dw_window"]
@@ -56,7 +56,7 @@ def check(conv, x, w, b, dtype=torch.float32, layout="contiguous", mask=(True, T
             torch.testing.assert_close(f.grad.cpu().float(), c.grad, **TOL[dtype])
     if kernels is None:
         kernels = kernels_of(x.size(1), w.size(0), tuple(w.shape[2:]), kw.get("stride", 1), kw.get("padding", 0),
-                             kw.get("groups", 1), mask)
+                             kw.get("groups", 1), mask, dtype)
     ran_on_fpga(["convolution_overrideable", "convolution_backward_overrideable"], kernels[0])
     assert not any(launched(k) for k in kernels[1]), (kernels, aten_fpga.report())
 
@@ -221,10 +221,13 @@ def test_depthwise_chained_in_a_block(level):
     assert launched("im2col") == 0 and launched("col2im") == 0, aten_fpga.report()
 
 
+@pytest.mark.parametrize("hw", [(7, 9), (9, 9)], ids=["planes side by side", "a product per image"])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last", "slice"])
-def test_pointwise_conv(level, layout):
-    """1x1, stride 1, no padding: the GEMM on the NCHW planes, no im2col, in any input layout."""
-    x, wt, b = data(3, 6, 7, 9, seed=1), data(5, 6, 1, 1, seed=2), data(5, seed=3)
+def test_pointwise_conv(level, layout, hw):
+    """1x1, stride 1, no padding: the GEMM on the NCHW planes, no im2col, in any input layout; planes
+    of fewer than 64 pixels (after the slice) as one product side by side, larger ones a product
+    per image."""
+    x, wt, b = data(3, 6, *hw, seed=1), data(5, 6, 1, 1, seed=2), data(5, seed=3)
     check(F.conv2d, x, wt, b, layout=layout)
 
 

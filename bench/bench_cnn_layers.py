@@ -1,5 +1,7 @@
 """CNN layers on the emulated device against torch on the CPU, in the same run: batch_norm
-(training, forward and backward), softmax/log_softmax and cross_entropy, forward and backward.
+(training, forward and backward), softmax/log_softmax and cross_entropy, forward and backward, and
+convolutions of each shape the device runs its own way (host/ps/fpga_conv.cpp), forward and
+backward: depthwise 3x3 (stride 1 and 2) and 7x7, grouped 3x3, 1x1, and a dense 3x3 for reference.
 
     PYTHONPATH=$PWD python bench/bench_cnn_layers.py [--levels 4] [--repeat 3] [--json PATH]
 
@@ -37,6 +39,24 @@ def cross_entropy_step(x, target, grad):
     return xr.grad.sum()
 
 
+def conv_step(x, w, grad, **kw):
+    """conv2d forward and backward to the input and the weight."""
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    F.conv2d(xr, wr, **kw).backward(grad)
+    return xr.grad.sum() + wr.grad.sum()
+
+
+# (name, N, C, H, Cout, kernel, stride, padding, groups): MobileNet's and ConvNeXt's layer shapes.
+CONVS = [
+    ("depthwise 3x3", 8, 32, 56, 32, 3, 1, 1, 32),
+    ("depthwise 3x3 stride 2", 8, 32, 56, 32, 3, 2, 1, 32),
+    ("depthwise 7x7", 8, 96, 28, 96, 7, 1, 3, 96),
+    ("grouped 3x3 (8 groups)", 8, 64, 28, 64, 3, 1, 1, 8),
+    ("1x1", 8, 64, 28, 128, 1, 1, 0, 1),
+    ("dense 3x3", 8, 32, 28, 32, 3, 1, 1, 1),
+]
+
+
 def cases(device: str):
     g = torch.Generator().manual_seed(0)
     put = (lambda t: t.to(device) * 1 if t.is_floating_point() else t.to(device))
@@ -46,7 +66,15 @@ def cases(device: str):
           put(torch.randn(n, c, hw, hw, generator=g))]
     logits = put(torch.randn(256, 1000, generator=g))
     target = put(torch.randint(0, 1000, (256,), generator=g))
+    convs = {}
+    for name, cn, cc, ch, cout, k, stride, pad, groups in CONVS:
+        x, w = put(torch.randn(cn, cc, ch, ch, generator=g)), put(torch.randn(cout, cc // groups, k, k, generator=g))
+        oh = (ch + 2 * pad - k) // stride + 1
+        grad = put(torch.randn(cn, cout, oh, oh, generator=g))
+        convs[f"conv {name} fwd+bwd {cn}x{cc}x{ch}x{ch}"] = (
+            lambda x=x, w=w, grad=grad, kw=dict(stride=stride, padding=pad, groups=groups): conv_step(x, w, grad, **kw))
     return {
+        **convs,
         f"batch_norm fwd+bwd {n}x{c}x{hw}x{hw}": lambda: batch_norm_step(*bn),
         "softmax(256x1000, 1)": lambda: torch.softmax(logits, 1).sum(),
         "cross_entropy fwd+bwd 256x1000": lambda: cross_entropy_step(logits, target, put(torch.tensor(1.0))),
@@ -58,14 +86,19 @@ def main() -> None:
     ap.add_argument("--levels", default="4", help="comma-separated XCL_OPT levels (their images must be built)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench", "cnn_layers.json"))
+    ap.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = ap.parse_args()
     levels = [int(v) for v in args.levels.split(",")]
+    torch.set_num_threads(1)  # the CPU's single-thread figures, as the model steps compare against
 
-    cpu = {name: median_seconds(lambda f=f: f().item(), args.repeat) for name, f in cases("cpu").items()}
+    cpu = {name: median_seconds(lambda f=f: f().item(), args.repeat) for name, f in cases("cpu").items()
+           if args.only in name}
     rows, results = [], []
     for level in levels:
         aten_fpga.load(level)
         for name, f in cases("fpga").items():
+            if args.only not in name:
+                continue
             t = median_seconds(lambda f=f: f().item(), args.repeat)
             aten_fpga.reset_stats()
             f().item()
@@ -77,7 +110,9 @@ def main() -> None:
             results.append({"case": name, "level": level, "cpu_ms": cpu[name] * 1e3, "fpga_ms": t * 1e3,
                             "fpga_over_cpu": ratio, "ops_on_fpga": launches, "cpu_fallbacks": fallbacks})
     print_table(["case", "XCL_OPT", "CPU ms", "fpga (emu) ms", "fpga/CPU", "ops on fpga", "fallbacks"], rows)
-    write_json(args.json, {"machine": machine(), "repeat": args.repeat, "results": results})
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    write_json(args.json, {"machine": machine(), "repeat": args.repeat, "load_average": os.getloadavg()[0],
+                           "results": results})
 
 
 if __name__ == "__main__":

@@ -239,7 +239,10 @@ def kernel_of(e: Entry, library: dict[str, Category], kernel: str | None = None)
         hint = f" (closest: {', '.join(f'{cat_name}/{c}' for c in close)})" if close else ""
         return None, [TableError(e.loc, f"unknown kernel '{kernel}' in '{e.func}'{hint}: add "
                                         f"'{op_name}' to kernels/hls/{cat_name}/ops.yaml")]
-    bad = [d for d in e.dtypes if d not in op.dtypes]
+    # A further kernel of a host function (`kernels:`) may be written for some of the entry's
+    # dtypes: the host runs it where the image has it (the depthwise members, float32 only).
+    further = kernel != e.kernel and kernel in e.more_kernels
+    bad = [d for d in e.dtypes if d not in op.dtypes] if not further else []
     if bad:
         return op, [TableError(e.loc, f"unsupported dtype {', '.join(bad)} in '{e.func}': kernel '{kernel}' "
                                       f"is written for {', '.join(op.dtypes)}; remove {', '.join(bad)} or "
@@ -256,7 +259,7 @@ def entry_kernels(e: Entry, library: dict[str, Category]) -> tuple[Kernel, ...]:
         if errors:
             raise errors[0]
         ops.append(op)
-    return tuple(Kernel(op, DTYPES[d]) for op in ops for d in e.dtypes)
+    return tuple(Kernel(op, DTYPES[d]) for op in ops for d in e.dtypes if d in op.dtypes)
 
 
 def bindings_of(e: Entry, info: OpInfo) -> tuple[tuple[str, str], ...]:

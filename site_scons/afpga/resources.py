@@ -88,14 +88,15 @@ def bits_of(dtype: str) -> int:
 
 def lane_cost(op: str, dtype: str, category: str) -> Resources:
     """One lane of the kernel's datapath."""
-    if category in ("copy", "index", "range", "randperm", "fill", "im2col"):
+    if category in ("copy", "index", "range", "randperm", "fill", "im2col") and not op.startswith("dw_"):
         return INT_LANE_PER_BIT * bits_of(dtype)  # moves, compares and counters: no arithmetic
     if category == "reduce" and dtype == "float32" and op in WIDE_FOLDS:
         dtype = "float64"  # its lanes fold in double (codegen/model.py WIDE_FOLDS)
     scale = DTYPE_SCALE.get(dtype)
     if scale is None:  # integers and bool
         return INT_LANE_PER_BIT * bits_of(dtype)
-    if category in ("gemm", "fused_adam", "fused_sgd", "norm") or op in ("addcmul", "addcdiv", "lerp"):
+    if category in ("gemm", "fused_adam", "fused_sgd", "norm") or op in ("addcmul", "addcdiv", "lerp", "dw_window",
+                                                                            "dw_weight"):
         base = MAC_F32
     else:
         base = TRANSCENDENTAL_F32 if op in TRANSCENDENTAL or category in ("rng", "fft") else SIMPLE_F32

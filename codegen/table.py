@@ -241,8 +241,11 @@ def kernel_of(e: Entry, library: dict[str, Category], kernel: str | None = None)
                                         f"'{op_name}' to kernels/hls/{cat_name}/ops.yaml")]
     # A further kernel of a host function (`kernels:`) may be written for some of the entry's
     # dtypes: the host runs it where the image has it (the depthwise members, float32 only).
+    # It must cover one of them at least, or it would never be built.
     further = kernel != e.kernel and kernel in e.more_kernels
-    bad = [d for d in e.dtypes if d not in op.dtypes] if not further else []
+    bad = [d for d in e.dtypes if d not in op.dtypes]
+    if further and len(bad) < len(e.dtypes):
+        bad = []
     if bad:
         return op, [TableError(e.loc, f"unsupported dtype {', '.join(bad)} in '{e.func}': kernel '{kernel}' "
                                       f"is written for {', '.join(op.dtypes)}; remove {', '.join(bad)} or "

@@ -176,7 +176,7 @@ def test_cummax_out_and_edges(level):
     assert torch.cummax(torch.empty(0, 3, device="fpga"), 1).values.shape == (0, 3)
     nan_first = torch.tensor([math.nan, 1.0, math.nan, 5.0])
     torch.testing.assert_close(torch.cummax(chained(nan_first), 0).indices.cpu(), torch.tensor([0, 0, 2, 2]))
-    assert_ran("_cummax_helper", "_cummin_helper")
+    assert_ran("_cummax_helper")  # the 0-dim cummin is ATen's composite alone (a fill)
 
 
 def test_cummax_backward(level):

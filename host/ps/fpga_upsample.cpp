@@ -3,8 +3,9 @@
 //   forward, nearest    index_select of the source rows, then columns (exact)
 //   forward, bilinear   along W, then H: x[.., i0] * l0 + x[.., i1] * l1 (index_select, mul, add),
 //                       ATen's separable formula h0 (w0 x00 + w1 x01) + h1 (w0 x10 + w1 x11)
-//   forward, bicubic    the same with four taps, summed in tap order: ATen's
-//                       sum_j h_j (((w0 x_j0 + w1 x_j1) + w2 x_j2) + w3 x_j3)
+//   forward, bicubic    the same with four taps, summed in tap order as ATen's formula,
+//                       sum_j h_j (((w0 x_j0 + w1 x_j1) + w2 x_j2) + w3 x_j3): within float32
+//                       rounding of ATen's CPU loop (not bit exact, docs/kernels.md)
 //   backward (both)     the transposed interpolation: A_h^T @ grad @ A_w (matmul: bmm/mm), with
 //                       A the [out, in] matrix of the weights above
 // Indices and weights are ATen's own (ATen/native/UpSample.h), computed on the host: O(H + W)
@@ -31,7 +32,7 @@ struct Taps {
 
 Taps linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   const float ratio = at::native::area_pixel_compute_scale<float>(in, out, align_corners, scale);
-  Taps t{{{}, {}}, {{}, {}}};
+  Taps t{std::vector<std::vector<int64_t>>(2), std::vector<std::vector<float>>(2)};
   for (int64_t o = 0; o < out; ++o) {
     int64_t i0, i1;
     float l0, l1;
@@ -61,7 +62,7 @@ Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<doubl
 }
 
 Taps nearest_taps(int64_t in, int64_t out, std::optional<double> scale) {
-  Taps t{{{}}, {}};
+  Taps t{std::vector<std::vector<int64_t>>(1), {}};  // no weights: nearest
   for (int64_t o = 0; o < out; ++o) t.index[0].push_back(at::native::nearest_idx(o, in, out, scale));
   return t;
 }

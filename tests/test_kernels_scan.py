@@ -1,4 +1,4 @@
-"""The scans (kernels/hls/scan: cumsum, cumprod, logcumsumexp), roll, flip and the BatchNorm
+"""The scans (kernels/hls/scan: cumsum, cumprod, logcumsumexp, cummax, cummin), roll, flip and the BatchNorm
 overloads AOTAutograd emits, against torch on the CPU, at every XCL_OPT level.
 
 The scans are bit exact: ATen's CPU kernels accumulate in order in their accumulate type (double
@@ -128,6 +128,68 @@ def test_cumsum_backward_and_mask_positions(level):
     pos = pos.masked_fill(chained(mask) == 0, 1)
     torch.testing.assert_close(pos.cpu(), (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1))
     assert_ran("cumsum.out", "flip")
+
+
+def extremes(shape, dtype, seed=0):
+    """Few distinct values (ties everywhere); floats add NaN, +-inf, -0.0 and 0.0."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 4, shape, generator=gen)
+    if dtype in (I32, I64):
+        return x.to(dtype)
+    special = torch.tensor([math.nan, math.inf, -math.inf, -0.0, 0.0], dtype=dtype)
+    where = torch.randint(0, 6, shape, generator=gen) == 0
+    return torch.where(where, special[torch.randint(0, 5, shape, generator=gen)], x.to(dtype) / 2)
+
+
+def same_bits(actual, expected):
+    bits = {F32: torch.int32, F16: torch.int16, I32: I32, I64: I64}[expected.dtype]
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.equal(actual.view(bits), expected.view(bits)), (actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, I32, I64], ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cummax_cummin(level, dim, dtype):
+    """Values bit for bit and ATen's indices: the last of equal values, a NaN sticks (each later
+    NaN's index), -0.0 and 0.0 tie."""
+    aten_fpga.reset_stats()
+    x = extremes(SHAPE, dtype, seed=dim + 11)
+    for op in (torch.cummax, torch.cummin):
+        actual, expected = op(chained(x), dim), op(x, dim)
+        assert actual.values.device.type == "fpga"
+        same_bits(actual.values.cpu(), expected.values)
+        torch.testing.assert_close(actual.indices.cpu(), expected.indices, rtol=0, atol=0)
+    assert_ran("_cummax_helper", "_cummin_helper")
+
+
+def test_cummax_out_and_edges(level):
+    aten_fpga.reset_stats()
+    x = extremes((7, 9), F32, seed=4)
+    values = torch.empty(9, 7, device="fpga").t()  # strided outs: written through temporaries
+    indices = torch.empty(9, 7, device="fpga", dtype=I64).t()
+    torch.cummax(chained(x), 0, out=(values, indices))
+    expected = torch.cummax(x, 0)
+    same_bits(values.cpu(), expected.values)
+    torch.testing.assert_close(indices.cpu(), expected.indices, rtol=0, atol=0)
+    scalar = torch.cummin(torch.tensor(1.5, device="fpga"), 0)
+    assert scalar.values.item() == 1.5 and scalar.indices.item() == 0
+    assert torch.cummax(torch.empty(0, 3, device="fpga"), 1).values.shape == (0, 3)
+    nan_first = torch.tensor([math.nan, 1.0, math.nan, 5.0])
+    torch.testing.assert_close(torch.cummax(chained(nan_first), 0).indices.cpu(), torch.tensor([0, 0, 2, 2]))
+    assert_ran("_cummax_helper")  # the 0-dim cummin is ATen's composite alone (a fill)
+
+
+def test_cummax_backward(level):
+    """cummax's gradient scatters into the indices it returned (a training step through it)."""
+    aten_fpga.reset_stats()
+    x = extremes((4, 30), F32, seed=9).nan_to_num(0.0)
+    g = torch.randn(4, 30)
+    xd = chained(x).requires_grad_()
+    torch.cummax(xd, 1).values.backward(g.to("fpga"))
+    xc = x.clone().requires_grad_()
+    torch.cummax(xc, 1).values.backward(g)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=0, atol=0)
+    assert aten_fpga.stats()["_cummax_helper"]["fpga"] >= 1
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, I64, B], ids=str)

@@ -1,8 +1,11 @@
-// fpga_upsample: 2-D nearest and bilinear upsampling (the segmentation heads) from the gather,
-// pointwise and GEMM kernels, one spatial dim at a time.
+// fpga_upsample: 2-D nearest, bilinear and bicubic upsampling (the segmentation heads, image
+// models' resizing) from the gather, pointwise and GEMM kernels, one spatial dim at a time.
 //   forward, nearest    index_select of the source rows, then columns (exact)
 //   forward, bilinear   along W, then H: x[.., i0] * l0 + x[.., i1] * l1 (index_select, mul, add),
 //                       ATen's separable formula h0 (w0 x00 + w1 x01) + h1 (w0 x10 + w1 x11)
+//   forward, bicubic    the same with four taps, summed in tap order as ATen's formula,
+//                       sum_j h_j (((w0 x_j0 + w1 x_j1) + w2 x_j2) + w3 x_j3): within float32
+//                       rounding of ATen's CPU loop (not bit exact, docs/kernels.md)
 //   backward (both)     the transposed interpolation: A_h^T @ grad @ A_w (matmul: bmm/mm), with
 //                       A the [out, in] matrix of the weights above
 // Indices and weights are ATen's own (ATen/native/UpSample.h), computed on the host: O(H + W)
@@ -20,30 +23,47 @@
 namespace aten_fpga {
 namespace {
 
-// One spatial dim's interpolation: out index o reads in[i0[o]] * l0[o] + in[i1[o]] * l1[o].
+// One spatial dim's interpolation: out index o reads sum_j in[index[j][o]] * weight[j][o], summed
+// in j order (ATen's); nearest has one tap and no weights.
 struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<float> l0, l1;
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<float>> weight;
 };
 
 Taps linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   const float ratio = at::native::area_pixel_compute_scale<float>(in, out, align_corners, scale);
-  Taps t;
+  Taps t{std::vector<std::vector<int64_t>>(2), std::vector<std::vector<float>>(2)};
   for (int64_t o = 0; o < out; ++o) {
     int64_t i0, i1;
     float l0, l1;
     at::native::compute_source_index_and_lambda<float, float>(i0, i1, l0, l1, ratio, o, in, out, align_corners);
-    t.i0.push_back(i0), t.i1.push_back(i1), t.l0.push_back(l0), t.l1.push_back(l1);
+    t.index[0].push_back(i0), t.index[1].push_back(i1), t.weight[0].push_back(l0), t.weight[1].push_back(l1);
+  }
+  return t;
+}
+
+// ATen's cubic taps (UpSampleKernel.cpp, HelperInterpCubic): the four source pixels around the
+// cubic source index, clamped to the edge, with Keys' coefficients (A = -0.75) of its fraction.
+Taps cubic_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  const float ratio = at::native::area_pixel_compute_scale<float>(in, out, align_corners, scale);
+  Taps t{std::vector<std::vector<int64_t>>(4), std::vector<std::vector<float>>(4)};
+  for (int64_t o = 0; o < out; ++o) {
+    const float real = at::native::area_pixel_compute_source_index<float>(ratio, o, align_corners, /*cubic=*/true);
+    int64_t i;
+    float lambda, w[4];
+    at::native::guard_index_and_lambda(real, in, i, lambda);
+    at::native::get_cubic_upsample_coefficients<float>(w, lambda);
+    for (int j = 0; j < 4; ++j) {
+      t.index[j].push_back(std::max(std::min(i + j - 1, in - 1), int64_t{0}));
+      t.weight[j].push_back(w[j]);
+    }
   }
   return t;
 }
 
 Taps nearest_taps(int64_t in, int64_t out, std::optional<double> scale) {
-  Taps t;
-  for (int64_t o = 0; o < out; ++o) {
-    t.i0.push_back(at::native::nearest_idx(o, in, out, scale));
-    t.l0.push_back(1.0f);
-  }
+  Taps t{std::vector<std::vector<int64_t>>(1), {}};  // no weights: nearest
+  for (int64_t o = 0; o < out; ++o) t.index[0].push_back(at::native::nearest_idx(o, in, out, scale));
   return t;
 }
 
@@ -59,20 +79,21 @@ at::Tensor weights(const at::Tensor& like, const std::vector<float>& w, int64_t 
 }
 
 at::Tensor interpolate(const at::Tensor& x, const Taps& t, int64_t dim) {
-  const at::Tensor x0 = at::index_select(x, dim, on(x, t.i0));
-  if (t.l1.empty()) return x0;  // nearest
-  return x0 * weights(x, t.l0, dim) + at::index_select(x, dim, on(x, t.i1)) * weights(x, t.l1, dim);
+  at::Tensor acc = at::index_select(x, dim, on(x, t.index[0]));
+  if (t.weight.empty()) return acc;  // nearest
+  acc = acc * weights(x, t.weight[0], dim);
+  for (size_t j = 1; j < t.index.size(); ++j)
+    acc = acc + at::index_select(x, dim, on(x, t.index[j])) * weights(x, t.weight[j], dim);
+  return acc;
 }
 
-// A: [out, in] with A[o, i0] += l0, A[o, i1] += l1 (like's dtype, on its device).
+// A: [out, in] with A[o, index[j][o]] += weight[j][o] (like's dtype, on its device).
 at::Tensor matrix(const at::Tensor& like, const Taps& t, int64_t in) {
-  const int64_t out = static_cast<int64_t>(t.i0.size());
+  const int64_t out = static_cast<int64_t>(t.index[0].size());
   at::Tensor a = at::zeros({out, in}, at::kFloat);
   auto acc = a.accessor<float, 2>();
-  for (int64_t o = 0; o < out; ++o) {
-    acc[o][t.i0[o]] += t.l0[o];
-    if (!t.l1.empty()) acc[o][t.i1[o]] += t.l1[o];
-  }
+  for (size_t j = 0; j < t.index.size(); ++j)
+    for (int64_t o = 0; o < out; ++o) acc[o][t.index[j][o]] += t.weight.empty() ? 1.0f : t.weight[j][o];
   return a.to(like.scalar_type()).to(like.device());
 }
 
@@ -126,6 +147,28 @@ at::Tensor& fpga_upsample_bilinear2d_backward_out(const KernelRef& kernel, const
   return backward(kernel, "upsample_bilinear2d_backward", grad_output, input_size,
                   linear_taps(input_size[2], output_size[0], align_corners, scales_h),
                   linear_taps(input_size[3], output_size[1], align_corners, scales_w), grad_input);
+}
+
+at::Tensor& fpga_upsample_bicubic2d_out(const KernelRef& kernel, const at::Tensor& self, at::IntArrayRef output_size,
+                                        bool align_corners, std::optional<double> scales_h,
+                                        std::optional<double> scales_w, at::Tensor& out) {
+  check_input(kernel, self, "upsample_bicubic2d");
+  TORCH_CHECK(output_size.size() == 2, "upsample_bicubic2d(): output_size must have 2 elements, got ",
+              output_size.size());
+  return forward("upsample_bicubic2d", self, output_size,
+                 cubic_taps(self.size(2), output_size[0], align_corners, scales_h),
+                 cubic_taps(self.size(3), output_size[1], align_corners, scales_w), out);
+}
+
+at::Tensor& fpga_upsample_bicubic2d_backward_out(const KernelRef& kernel, const at::Tensor& grad_output,
+                                                 at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                                 bool align_corners, std::optional<double> scales_h,
+                                                 std::optional<double> scales_w, at::Tensor& grad_input) {
+  TORCH_CHECK(input_size.size() == 4 && output_size.size() == 2,
+              "upsample_bicubic2d_backward(): expected input_size of 4 and output_size of 2 elements");
+  return backward(kernel, "upsample_bicubic2d_backward", grad_output, input_size,
+                  cubic_taps(input_size[2], output_size[0], align_corners, scales_h),
+                  cubic_taps(input_size[3], output_size[1], align_corners, scales_w), grad_input);
 }
 
 at::Tensor& fpga_upsample_nearest2d_out(const KernelRef& kernel, const at::Tensor& self, at::IntArrayRef output_size,

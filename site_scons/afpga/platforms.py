@@ -92,7 +92,7 @@ def describe() -> str:
 # the array is one SLR's, for the images of fewer kernels that do fit. DSPS are the data
 # sheets' DSP48E2 counts.
 DSPS = {"u200": 6840, "u250": 12288, "u50": 5952, "u55c": 9024, "u280": 9024, "zcu102": 2520}
-GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 16), "u280": (8, 16),
+GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 12), "u280": (8, 12),
            "zcu102": (16, 16)}
 GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits beside the whole table
 

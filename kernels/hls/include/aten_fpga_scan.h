@@ -1,6 +1,7 @@
 // The scans' steps (kernels/hls/scan): ATen's CPU cumulative kernels (cpu_cum_base_kernel) carry
 // the running value in acc_type<T, /*is_cuda=*/false> -- double for float32, float for float16,
-// int64 for the integers -- and round each output from it; so do these.
+// int64 for the integers -- and round each output from it; so do these. The indexed steps
+// (cummax, cummin) also carry the index of the element that set the running value.
 #pragma once
 
 #include "aten_fpga_hls.h"
@@ -37,6 +38,22 @@ struct LogAddExp {
     const A hi = nan ? acc : (x < acc ? acc : x);  // std::max(x, acc)
     if (lo != hi || !(hls::isinf(lo) || hls::isnan(lo))) return hi + hls::log1p(hls::exp(lo - hi));
     return x;
+  }
+};
+
+// cummax (largest) / cummin, as ATen's cummax_cummin_helper: element k becomes the running value,
+// and k its index, when it is NaN, or when the running value is not NaN and the element is >=
+// (cummax) / <= (cummin) it -- so a tie takes the later index, and after a NaN each later NaN's.
+// Element 0 is always taken. A holds T's values exactly, so the comparisons are T's.
+template <typename A>
+struct Extreme {
+  static A init() { return A(0); }
+  static void step(A& acc, int64_t& at, A x, int64_t k, bool largest) {
+    const bool beyond = largest ? x >= acc : x <= acc;
+    if (k == 0 || x != x || (acc == acc && beyond)) {
+      acc = x;
+      at = k;
+    }
   }
 };
 

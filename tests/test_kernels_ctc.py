@@ -35,7 +35,7 @@ def run(device, logits, targets, il, tl, **kw):
     lp = F.log_softmax(x, dim=-1)
     loss = F.ctc_loss(lp, targets.to(device), il.to(device) if torch.is_tensor(il) else il,
                       tl.to(device) if torch.is_tensor(tl) else tl, **kw)
-    (loss * torch.linspace(0.5, 1.5, loss.numel(), device=device).view(loss.shape)).sum().backward()
+    (loss * torch.linspace(0.5, 1.5, loss.numel()).view(loss.shape).to(device)).sum().backward()
     return loss.detach().cpu(), x.grad.cpu()
 
 

@@ -98,7 +98,7 @@ def lane_cost(op: str, dtype: str, category: str) -> Resources:
     if category in ("gemm", "fused_adam", "fused_sgd", "norm") or op in ("addcmul", "addcdiv", "lerp"):
         base = MAC_F32
     else:
-        base = TRANSCENDENTAL_F32 if op in TRANSCENDENTAL or category in ("rng", "fft") else SIMPLE_F32
+        base = TRANSCENDENTAL_F32 if op in TRANSCENDENTAL or category in ("rng", "fft", "ctc") else SIMPLE_F32
     return base * scale
 
 

@@ -70,7 +70,7 @@ void run_ctc(KernelLaunch& launch, const CtcShape& c, const at::Tensor& gin, con
   }
   prepare_device_write(allocation_of(out), byte_offset(out), out.numel() * out.element_size());
   for (const CuRange& r : launch.split(c.batch, 1, c.time * c.states)) {
-    RunArgs& run = launch.add_run()
+    RunArgs run = launch.add_run()  // a copy: add_run() returns the unit's arguments by value
                        .buffer(allocation_of(c.lp), byte_offset(c.lp))
                        .buffer(allocation_of(c.tgt), byte_offset(c.tgt))
                        .buffer(allocation_of(c.meta), byte_offset(c.meta))

@@ -40,10 +40,12 @@ def run(device, logits, targets, il, tl, **kw):
 
 
 def assert_ran(*ops):
+    """Each op (by base name: F.ctc_loss reaches the list or the .Tensor overload) ran kernels, and
+    nothing fell back."""
     stats = aten_fpga.stats()
     for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
+        runs = sum(s["fpga"] for name, s in stats.items() if name.split(".")[0] == op)
+        assert runs >= 1, (op, stats)
     assert not {op: s for op, s in stats.items() if s["cpu_fallback"]}
 
 
@@ -54,7 +56,7 @@ def test_ctc_loss_and_gradient(level, fresh_stats, reduction):
     ref_loss, ref_grad = run("cpu", logits, targets, il, tl, reduction=reduction)
     torch.testing.assert_close(loss, ref_loss, **TOL)
     torch.testing.assert_close(grad, ref_grad, **TOL)
-    assert_ran("_ctc_loss.Tensor", "_ctc_loss_backward.Tensor")
+    assert_ran("_ctc_loss", "_ctc_loss_backward")
 
 
 def test_concatenated_targets_and_list_lengths(level, fresh_stats):
@@ -80,7 +82,7 @@ def test_impossible_alignment(level, fresh_stats, zero_infinity):
     torch.testing.assert_close(loss, ref_loss, **TOL)
     if zero_infinity:
         torch.testing.assert_close(grad, ref_grad, **TOL)
-    assert_ran("_ctc_loss.Tensor")
+    assert_ran("_ctc_loss")
 
 
 def test_forward_outputs_against_aten(fresh_stats):
@@ -104,4 +106,4 @@ def test_bad_blank_is_atens_error(fresh_stats):
     logits, targets, il, tl = problem()
     with pytest.raises(RuntimeError, match="blank must be in label range"):
         F.ctc_loss(F.log_softmax(logits.to("fpga"), -1), targets.to("fpga"), il, tl, blank=99)
-    assert aten_fpga.stats()["_ctc_loss.Tensor"]["cpu_fallback"] == 1
+    assert sum(s["cpu_fallback"] for op, s in aten_fpga.stats().items() if op.split(".")[0] == "_ctc_loss") == 1

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 import aten_fpga
 
-TOL = dict(rtol=2e-6, atol=2e-6)
+# The gradient goes on through log_softmax's backward, whose row sums are the reduce kernels' order.
+TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 def problem(time=30, batch=4, labels=7, max_target=6, seed=0, repeats=True):

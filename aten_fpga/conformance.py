@@ -41,7 +41,7 @@ SWEEP_DTYPES = (torch.float32, torch.complex64)
 OP_TIMEOUT = 120.0  # seconds one OpInfo's checks may take in the sweep before it counts as hung
 
 # Ops with no FPGA kernel, run in the table run to show the fallback is faithful (float32, functional).
-FALLBACK_SAMPLE = ("kthvalue", "median", "mode", "searchsorted", "histc", "masked_select", "nonzero", "lgamma",
+FALLBACK_SAMPLE = ("kthvalue", "median", "nanmedian", "mode", "searchsorted", "bucketize", "histc", "lgamma",
                    "digamma", "transpose")
 # Table ops PyTorch has no OpInfo for, or whose OpInfo is named after the composite that reaches
 # them (softmax, batch_norm, nll_loss...), backward ops (the samples do not require grad), the
@@ -62,7 +62,8 @@ NO_OPINFO: frozenset[str] = frozenset({
     "_foreach_sqrt", "_foreach_sqrt_", "_fused_adam_", "_fused_adamw_", "_fused_sgd_",
     "bernoulli_", "exponential_", "normal_", "random_", "uniform_", "native_dropout", "randperm",
     "hardsigmoid_backward", "hardswish_backward", "mish_backward", "softplus_backward",
-    "upsample_bilinear2d_backward", "upsample_nearest2d_backward", "upsample_bicubic2d_backward"})
+    "upsample_bilinear2d_backward", "upsample_nearest2d_backward", "upsample_bicubic2d_backward",
+    "_weight_norm_interface", "_weight_norm_interface_backward", "_ctc_loss_backward"})
 # OpInfos named after the composite op that reaches a table op: the table run runs them too.
 REACHES: dict[str, tuple[str, ...]] = {
     "fft.fft": ("_fft_c2c",), "fft.rfft": ("_fft_r2c",), "fft.irfft": ("_fft_c2r",),
@@ -75,7 +76,8 @@ REACHES: dict[str, tuple[str, ...]] = {
     "nn.functional.interpolate.bilinear": ("upsample_bilinear2d",),
     "nn.functional.interpolate.nearest": ("upsample_nearest2d",),
     "nn.functional.interpolate.bicubic": ("upsample_bicubic2d",),
-    "cummax": ("_cummax_helper",), "cummin": ("_cummin_helper",), "argsort": ("sort",)}
+    "cummax": ("_cummax_helper",), "cummin": ("_cummin_helper",), "argsort": ("sort",),
+    "nn.functional.ctc_loss": ("_ctc_loss",)}
 # Table ops whose OpInfo samples only call overloads the table leaves to the fallback: clamp's
 # samples pass tensor bounds (clamp.Tensor); the table runs the scalar-bound overloads.
 SAMPLES_USE_OTHER_OVERLOADS = frozenset({"clamp", "clamp_min", "clamp_max"})

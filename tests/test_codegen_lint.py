@@ -150,7 +150,7 @@ def test_loop_rules_cover_every_category():
                     problems = lint_source(text[:m.start()] + text[m.end():], level)
                     assert any(p.startswith(f"{rule}:") for p in problems), (k.name, level, m.group(0), problems)
                     removed[cat.name, rule] = removed.get((cat.name, rule), 0) + 1
-    assert {c for c, _ in removed} == set(lib) and len(lib) == 22, sorted(removed)
+    assert {c for c, _ in removed} == set(lib) and len(lib) == 24, sorted(removed)
     assert all(removed.get((c, rule)) for c in lib for rule in ("label", "tripcount")), removed
 
 
@@ -172,7 +172,7 @@ def test_lint_tree_checks_loops_in_every_category(tmp_path):
         path.write_text(text[:top] + extra + text[top:])
         expected.add(str(path))
     found = lint_tree(str(tmp_path), (2,))
-    assert set(found) == expected and len(found) == 22
+    assert set(found) == expected and len(found) == 24
     for path, problems in found.items():
         assert sorted(p.split(":")[0] for p in problems) == ["label", "tripcount"], (path, problems)
 

@@ -99,7 +99,7 @@ def lane_cost(op: str, dtype: str, category: str) -> Resources:
                                                                             "dw_weight"):
         base = MAC_F32
     else:
-        base = TRANSCENDENTAL_F32 if op in TRANSCENDENTAL or category in ("rng", "fft") else SIMPLE_F32
+        base = TRANSCENDENTAL_F32 if op in TRANSCENDENTAL or category in ("rng", "fft", "ctc") else SIMPLE_F32
     return base * scale
 
 

@@ -34,7 +34,7 @@ def repo(tmp_path):
 
 
 # The GEMM PE array each platform's kernels are compiled with by default (gemm_pe=).
-GEMM_PE = {U250: (20, 20), U55C: (8, 12), ZCU102: (16, 16), U280: (8, 12)}
+GEMM_PE = {U250: (20, 20), U55C: (8, 20), ZCU102: (16, 16), U280: (8, 20)}
 # The image's engines (v++ kernels), in link order, and their members in opcode order.
 ENGINES = {"e_binary": ("v_add_float32", "v_mul_float32"), "e_pair": ("v_maximum_float32",)}
 # The member table the image carries (codegen/engines.py): each member's engine, opcode and the

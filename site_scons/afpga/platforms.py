@@ -42,6 +42,9 @@ class Platform:
     # The same at XCL_OPT 4 where the whole table's 512-bit engines fit only one CU each beside the
     # rest (the U200: LUT 119% with 2, 95% with 1; docs/building.md, "Will it fit?").
     vector_stream_cus: int | None = None
+    # Streaming engines that get fewer CUs than the others at XCL_OPT 4, (category, CUs): the HBM
+    # cards' whole table fits with one strided-copy engine (31K LUT a CU; LUT 101% with two).
+    vector_stream_cus_of: tuple[tuple[str, int], ...] = ()
 
     @property
     def memory(self) -> str:
@@ -64,10 +67,10 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("u50", "xilinx_u50_gen3x16_xdma_5_202210_1", "Alveo U50", "2022.1",
              _indexed("HBM", 32, 256 * MiB), 316 / 32, 12.0, 2),
     Platform("u55c", "xilinx_u55c_gen3x16_xdma_3_202210_1", "Alveo U55C", "2022.1",
-             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 2),
+             _indexed("HBM", 32, 512 * MiB), 460 / 32, 12.0, 2, vector_stream_cus_of=(("copy", 1),)),
     # The U280 also has two DDR4 banks; kernels are spread over its 32 HBM pseudo-channels.
     Platform("u280", "xilinx_u280_gen3x16_xdma_1_202211_1", "Alveo U280", "2022.2",
-             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 2),
+             _indexed("HBM", 32, 256 * MiB), 460 / 32, 12.0, 2, vector_stream_cus_of=(("copy", 1),)),
     # The PL reaches the PS DDR through the high-performance ports: the sp= tags are the ports,
     # and every one of them sees the same 4 GiB.
     Platform("zcu102", "xilinx_zcu102_base_202210_1", "ZCU102 (Zynq UltraScale+ MPSoC)", "2022.1",
@@ -92,7 +95,7 @@ def describe() -> str:
 # the array is one SLR's, for the images of fewer kernels that do fit. DSPS are the data
 # sheets' DSP48E2 counts.
 DSPS = {"u200": 6840, "u250": 12288, "u50": 5952, "u55c": 9024, "u280": 9024, "zcu102": 2520}
-GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 12), "u280": (8, 12),
+GEMM_PE = {"u200": (16, 16), "u250": (20, 20), "u50": (20, 20), "u55c": (8, 20), "u280": (8, 20),
            "zcu102": (16, 16)}
 GEMM_CUS = {"u250": 2}  # the default array's CUs where more than one fits beside the whole table
 

@@ -60,8 +60,10 @@ class Config:
         for name, n in self.cus_override:
             if name == category:
                 return n
-        if self.cus_given or category in STREAMING:
+        if self.cus_given:
             return self.cus
+        if category in STREAMING:
+            return dict(self.platform.vector_stream_cus_of).get(category, self.cus) if self.opt == 4 else self.cus
         if category == "gemm" and self.opt == 4:
             return platforms.gemm_cus(self.platform, self.gemm_pe, self.target)
         return 1

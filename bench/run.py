@@ -24,6 +24,7 @@ BENCHMARKS = [
     ("bench_scons", []),
     ("perf_model", []),
     ("fit_table", []),
+    ("bench_zoo", ["--models", "gpt2", "resnet", "--steps", "1"]),
 ]
 
 

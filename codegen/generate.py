@@ -20,7 +20,7 @@ from .table import load_table, resolve, validate
 
 
 def select(entries: tuple[ResolvedEntry, ...], kernels: tuple[str, ...]) -> tuple[ResolvedEntry, ...]:
-    return tuple(r for r in entries if selected(r.kernels, kernels))
+    return tuple(r for r in entries if selected(r.entry, r.kernels, kernels))
 
 
 def load(table_path: str, native_path: str | None = None):

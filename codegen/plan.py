@@ -20,9 +20,13 @@ ABI_HEADER = "afpga_abi.h"  # codegen/abi.py for C++
 UNITS_MAX_ENTRIES = 48  # each FPGAType unit includes ATen headers (~30 s of g++); a few build in parallel
 
 
-def selected(kernels: tuple[Kernel, ...], wanted: tuple[str, ...]) -> bool:
-    """Whether `kernels=` (categories or ops; empty: all) selects an entry running these kernels."""
-    return not wanted or any(k.op.category in wanted or k.op.name in wanted for k in kernels)
+def selected(entry, kernels: tuple[Kernel, ...], wanted: tuple[str, ...]) -> bool:
+    """Whether `kernels=` (categories or ops; empty: all) selects `entry`, which runs `kernels`. An
+    op name selects the entries whose own kernel (or a stub's) it is, not a host function that
+    also runs it: `kernels=mul` does not bring weight_norm's reductions into the image."""
+    own = {entry.kernel, *(k for _, k in entry.stubs)}
+    return not wanted or any(k.op.category in wanted or (k.op.name in wanted and f"{k.op.category}/{k.op.name}" in own)
+                             for k in kernels)
 
 
 def unit_count(n_entries: int) -> int:
@@ -80,7 +84,7 @@ def plan(table_path: str, wanted: tuple[str, ...] = (), dtypes: tuple[str, ...] 
     """`wanted`: kernels= (categories or ops); `dtypes`: dtypes= (empty: every one the table lists)."""
     library = kernel_library.load_library(HLS_ROOT)
     table = load_table(table_path)
-    ks = kernels_of(k for k in (entry_kernels(e, library) for e in table.entries) if selected(k, wanted))
+    ks = kernels_of(k for e, k in ((e, entry_kernels(e, library)) for e in table.entries) if selected(e, k, wanted))
     ks = tuple(k for k in ks if not dtypes or k.dtype.name in dtypes)
     n = unit_count(len(table.entries))
     return Plan(("FPGAType.h", *(f"FPGAType_{i}.cpp" for i in range(n))), ks)

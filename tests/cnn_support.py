@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 import aten_fpga
+from runtime_support import assert_ran  # noqa: F401  re-exported for the CNN tests
 
 
 def on_device(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
@@ -13,15 +14,6 @@ def on_device(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
     d = t.to("fpga")
     d = (d * 1 if d.is_floating_point() else d + 0).detach()
     return d.requires_grad_(requires_grad)
-
-
-def assert_ran(*funcs: str) -> None:
-    """Each op ran as an FPGA kernel, and nothing at all fell back to the CPU."""
-    stats = aten_fpga.stats()
-    for f in funcs:
-        assert stats.get(f, {}).get("fpga", 0) >= 1, (f, stats.get(f))
-    fallbacks = {k: v for k, v in stats.items() if v["cpu_fallback"]}
-    assert fallbacks == {}, fallbacks
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, **tol) -> None:

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests/test_runtime_*.py files."""
+"""Helpers shared by the tests."""
 import json
 import os
 import subprocess
@@ -35,3 +35,12 @@ def run_python(code, timeout=180, **env):
 def last_json(result):
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def assert_ran(*ops: str) -> None:
+    """Each op ran as an FPGA kernel, and nothing at all fell back to the CPU."""
+    stats = aten_fpga.stats()
+    for op in ops:
+        assert stats.get(op, {}).get("fpga", 0) >= 1, (op, stats.get(op))
+    fallbacks = {k: v for k, v in stats.items() if v["cpu_fallback"]}
+    assert fallbacks == {}, fallbacks

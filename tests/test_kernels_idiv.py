@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import aten_fpga
+from runtime_support import assert_ran
 
 INTS = [torch.int32, torch.int64]
 
@@ -31,14 +32,6 @@ def operands(dtype, n=3000, seed=0):
 
 def chained(x):
     return -(-x.to("fpga"))
-
-
-def assert_ran(*ops):
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    assert not {op: s for op, s in stats.items() if s["cpu_fallback"]}
 
 
 @pytest.mark.parametrize("mode", ["trunc", "floor"])

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import aten_fpga
+from runtime_support import assert_ran
 
 F32, F16, I32, I64, B = torch.float32, torch.float16, torch.int32, torch.int64, torch.bool
 
@@ -22,15 +23,6 @@ def chained(x: torch.Tensor) -> torch.Tensor:
     """x on the device as the output of a kernel (a copy kernel, then two negations where they exist)."""
     d = x.to("fpga")
     return -(-d) if x.dtype in (F32, F16, I32, I64) else d.clone()
-
-
-def assert_ran(*ops: str) -> None:
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    fallbacks = {op: s["cpu_fallback"] for op, s in stats.items() if s["cpu_fallback"]}
-    assert not fallbacks, fallbacks
 
 
 def values(shape, dtype, seed=0):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import aten_fpga
+from runtime_support import assert_ran
 
 DTYPES = [torch.float32, torch.float16, torch.int32, torch.int64, torch.bool]
 
@@ -15,14 +16,6 @@ def values(shape, dtype, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randint(-2, 3, shape, generator=gen)
     return x.bool() if dtype == torch.bool else x.to(dtype)
-
-
-def assert_ran(*ops):
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    assert not {op: s for op, s in stats.items() if s["cpu_fallback"]}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import aten_fpga
+from runtime_support import assert_ran
 
 F32, F16, I32, I64 = torch.float32, torch.float16, torch.int32, torch.int64
 BITS = {F32: torch.int32, F16: torch.int16, I32: I32, I64: I64}
@@ -24,15 +25,6 @@ BITS = {F32: torch.int32, F16: torch.int16, I32: I32, I64: I64}
 def chained(x: torch.Tensor) -> torch.Tensor:
     """x on the device as the output of kernels (a copy, then two negations: -0.0 and NaN survive)."""
     return -(-x.to("fpga"))
-
-
-def assert_ran(*ops: str) -> None:
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    fallbacks = {op: s["cpu_fallback"] for op, s in stats.items() if s["cpu_fallback"]}
-    assert not fallbacks, fallbacks
 
 
 def same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:

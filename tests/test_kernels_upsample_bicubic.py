@@ -15,21 +15,13 @@ import torch
 import torch.nn.functional as F
 
 import aten_fpga
+from runtime_support import assert_ran
 
 F32, F16 = torch.float32, torch.float16
 
 
 def chained(x: torch.Tensor) -> torch.Tensor:
     return -(-x.to("fpga"))
-
-
-def assert_ran(*ops: str) -> None:
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    fallbacks = {op: s["cpu_fallback"] for op, s in stats.items() if s["cpu_fallback"]}
-    assert not fallbacks, fallbacks
 
 
 # (input H, W) -> size or scale: up, down, non-integer factors, a 1-pixel side (every tap clamped)

@@ -8,16 +8,9 @@ import pytest
 import torch
 
 import aten_fpga
+from runtime_support import assert_ran
 
 TOL = dict(rtol=3e-6, atol=1e-6)
-
-
-def assert_ran(*ops):
-    stats = aten_fpga.stats()
-    for op in ops:
-        s = stats.get(op, {"fpga": 0, "cpu_fallback": 0})
-        assert s["fpga"] >= 1 and s["cpu_fallback"] == 0, (op, s)
-    assert not {op: s for op, s in stats.items() if s["cpu_fallback"]}
 
 
 def weight_norm_step(device, v, g, grad_w, dim):

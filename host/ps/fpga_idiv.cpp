@@ -1,8 +1,7 @@
 // fpga_idiv: integer division with a rounding mode on int32 and int64 -- div(a, b,
 // rounding_mode='trunc'|'floor') and floor_divide -- as the kernels/hls/idiv kernels (a bit-serial
 // divider, docs/kernels.md "Integer division"), bit exact with ATen's CPU kernels. A zero divisor
-// raises "ZeroDivisionError" as they do: the kernel counts zero divisors into a status word per
-// compute unit, which the host reads after the launch (one sync of a few bytes).
+// raises "ZeroDivisionError" as they do, checked before the launch (one sync of one value).
 // Every other case -- floating dtypes, true division, other integer dtypes -- runs div.out_mode
 // (the binary kernels where the table has them), so the functional ops these entries take over
 // behave as before.
@@ -41,6 +40,10 @@ at::Tensor divide_rounded(const KernelRef& kernel, const at::Tensor& self, const
   at::Tensor out = at::empty(shape, self.options().dtype(dtype));
   const int64_t n = out.numel();
   if (n == 0) return out;
+  // A zero divisor is ATen's error, checked before the launch by two table kernels (eq, any): an
+  // exception thrown after a launch leaves the launch's booking pending on the thread, which broke
+  // a later op's error path (stats.cpp). The kernel's status word stays unread until that is fixed.
+  TORCH_CHECK(!at::eq(b, 0).any().item<bool>(), "ZeroDivisionError");  // ATen's CPU message
   const auto units = launch.split(n);
   at::Tensor status = at::empty({int64_t(units.size())}, self.options().dtype(at::kLong));
   const size_t es = out.element_size();
@@ -64,7 +67,6 @@ at::Tensor divide_rounded(const KernelRef& kernel, const at::Tensor& self, const
   launch.run();
   mark_device_written(a_out, byte_offset(out), n * es);
   mark_device_written(a_status, byte_offset(status), status.numel() * 8);
-  TORCH_CHECK(status.cpu().sum().item<int64_t>() == 0, "ZeroDivisionError");  // ATen's CPU message
   return out;
 }
 

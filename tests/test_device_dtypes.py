@@ -189,6 +189,11 @@ RULES = {
     "_fused_adamw_": {"max_exp_avg_sqs": [], "state_steps": [T(dtype=torch.float32, kind="positive")] * 2,
                       "lr": 0.01, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.01},
     "_fused_sgd_": {"lr": 0.01, "momentum": 0.9, "dampening": 0.0},
+    # the norms over every dim but 0: one per row (a g of another shape leaves ATen's CPU norms unset)
+    "_weight_norm_interface": {"g": T(4, 1), "dim": 0},
+    "_weight_norm_interface_backward": {"saved_g": T(4, 1), "saved_norms": T(4, 1, kind="positive"), "dim": 0},
+    "_cummax_helper": {"indices": T(4, 4, dtype=torch.int64), "dim": 1},
+    "_cummin_helper": {"indices": T(4, 4, dtype=torch.int64), "dim": 1},
 }
 
 # The overrideable hooks raise on the CPU by design (a backend overrides them): the reference is

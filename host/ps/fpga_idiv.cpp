@@ -20,9 +20,13 @@ at::Tensor divide_rounded(const KernelRef& kernel, const at::Tensor& self, const
                           std::optional<c10::string_view> mode) {
   at::ScalarType dtype = at::result_type(self, other);
   const bool rounded = mode.has_value() && (*mode == "trunc" || *mode == "floor");
+  if (rounded && at::isIntegralType(dtype, /*includeBool=*/true) && dtype != at::kInt && dtype != at::kLong)
+    throw KernelUnavailable(std::string("integer division of ") + c10::toString(dtype));  // the CPU, counted here
   if (!rounded || (dtype != at::kInt && dtype != at::kLong)) {
     if (!mode.has_value() && at::isIntegralType(dtype, /*includeBool=*/true))
       dtype = c10::typeMetaToScalarType(c10::get_default_dtype());  // true division of integers
+    if (dtype != at::kFloat && dtype != at::kHalf)  // div.out_mode's dtypes in the table
+      throw KernelUnavailable(std::string("division of ") + c10::toString(dtype));
     at::Tensor out = at::empty({0}, self.options().dtype(dtype));
     return at::div_out(out, self, other, mode);  // ATen's meta checks the mode
   }

@@ -9,6 +9,7 @@
 // construction, so the scatter needs none of index_put's range checks (and their syncs).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "FPGAType.h"
@@ -93,6 +94,16 @@ at::Tensor fpga_nonzero(const KernelRef& kernel, const at::Tensor& self) {
     coords.push_back(at::arange(self.size(d), out.options()).view(shape).expand(self.sizes()).reshape({-1, 1}));
   }
   compact(at::cat(coords, 1), dest, out, ndim);
+  return out;
+}
+
+// nonzero(out=): the functional's result, then ATen's resize of `out` and one device copy.
+at::Tensor& fpga_nonzero_out(const KernelRef& kernel, const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero(): Expected out tensor to have scalar type Long but got ",
+              out.scalar_type());
+  const at::Tensor r = fpga_nonzero(kernel, self);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
   return out;
 }
 

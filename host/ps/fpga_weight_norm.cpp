@@ -30,9 +30,12 @@ std::vector<int64_t> reduced_dims(const at::Tensor& v, int64_t dim) {
   return dims;
 }
 
+// Every operand on one fpga device and float32, the dtype the table builds: ATen's float16 weight
+// norm keeps its norms in float32, which these kernels do not (the CPU runs it, counted).
 void require_fpga(std::initializer_list<const at::Tensor*> ts) {
   for (const at::Tensor* t : ts) {
     if (!t->is_privateuseone() || t->device() != (*ts.begin())->device()) throw KernelUnavailable("weight_norm across devices");
+    if (t->scalar_type() != at::kFloat) throw KernelUnavailable("weight_norm other than float32");
   }
 }
 

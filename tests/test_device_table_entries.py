@@ -172,6 +172,7 @@ FAMILY_TESTED = {
     "native_group_norm", "native_group_norm_backward",  # test_kernels_norm
     "nll_loss_forward.output", "nll_loss_backward.grad_input", "nll_loss2d_forward", "nll_loss2d_forward.output",
     "nll_loss2d_backward", "nll_loss2d_backward.grad_input",  # test_kernels_loss
+    "_weight_norm_interface", "_weight_norm_interface_backward",  # tuples out: test_kernels_weight_norm
 }
 CASES = [pytest.param(e, dt, id=f"{e.func}-{dt}") for e in TABLE.entries for dt in e.dtypes
          if kernel_of(e, LIBRARY)[0] is not None and e.category in GENERIC and e.func not in FAMILY_TESTED]

@@ -4,9 +4,11 @@ table (FPGAType*.cpp and every HLS kernel source at every level) into a temporar
     python bench/bench_codegen.py [--repeat N] [--json PATH]
 
 Prints one row per phase, measured in this process in pipeline order (so each phase is cold: the
-torchgen parse is cached after its first use), then the end-to-end time of a fresh
-`python -m codegen generate` process, the figure a build waits for. Writes the same numbers as JSON
-(default build/bench/codegen.json). The target is under 3 s end to end.
+torchgen parse is cached after its first use), then the end-to-end time of fresh
+`python -m codegen generate` processes: the command a default `scons` runs (one level, XCL_OPT 4:
+the figure a build waits for, held to the target of under 3 s with a warm cache) and, for
+reference, all four levels at once (what no build runs). Writes the same numbers as JSON (default
+build/bench/codegen.json).
 """
 from __future__ import annotations
 
@@ -59,34 +61,41 @@ def phases(table: str) -> tuple[list[tuple[str, float]], dict]:
     return rows, info
 
 
-def end_to_end(table: str, repeat: int) -> tuple[list[str], dict[str, list[tuple[float, float]]]]:
-    """(wall, CPU) seconds of fresh `python -m codegen generate` processes into empty folders: "cold"
-    with an empty cache (codegen/cache.py) each run, "warm" with one a first run filled (what a
-    build waits for: the torchgen parse, the compiled templates and the interfaces of unchanged
-    sources come from build/codegen-cache). CPU time (user + system) does not depend on what else
-    the machine runs."""
-    command = [sys.executable, "-m", "codegen", "generate", "--table", table, "--out", "<tmp>"]
+BUILD_LEVELS = "4"  # site_scons/afpga/gen.py: a build generates the level it builds, opt=4 by default
 
-    def once(cache_dir: str) -> tuple[float, float]:
-        with tempfile.TemporaryDirectory() as out:
-            argv = [out if a == "<tmp>" else a for a in command]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-                           env={**os.environ, "AFPGA_CODEGEN_CACHE": cache_dir})
-            wall = time.perf_counter() - start
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
-    runs: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": []}
-    with tempfile.TemporaryDirectory() as warm:
+def end_to_end(table: str, repeat: int) -> dict[str, tuple[str, list[tuple[float, float]]]]:
+    """(wall, CPU) seconds of fresh `python -m codegen generate` processes into empty folders, by
+    kind: "cold" with an empty cache (codegen/cache.py) each run, "warm" with one a first run filled
+    (what a build waits for: the torchgen parse, the compiled templates and the interfaces of
+    unchanged sources come from build/codegen-cache), each for the build's level and for all four.
+    CPU time (user + system) does not depend on what else the machine runs; creating files does
+    (on this project's VMs about 1 ms a file, which is most of the all-levels figure)."""
+    runs: dict[str, tuple[str, list[tuple[float, float]]]] = {}
+    for label, levels in (("the build's level", ["--levels", BUILD_LEVELS]), ("all four levels", [])):
+        command = [sys.executable, "-m", "codegen", "generate", "--table", table, "--out", "<tmp>", *levels]
+
+        def once(cache_dir: str) -> tuple[float, float]:
+            with tempfile.TemporaryDirectory() as out:
+                argv = [out if a == "<tmp>" else a for a in command]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+                               env={**os.environ, "AFPGA_CODEGEN_CACHE": cache_dir})
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+        shown = " ".join(["python", "-m", "codegen", "generate", *levels])
+        cold = []
         for _ in range(repeat):
-            with tempfile.TemporaryDirectory() as cold:
-                runs["cold"].append(once(cold))
-        once(warm)  # fills it
-        for _ in range(repeat):
-            runs["warm"].append(once(warm))
-    return command, runs
+            with tempfile.TemporaryDirectory() as empty:
+                cold.append(once(empty))
+        with tempfile.TemporaryDirectory() as warm:
+            once(warm)  # fills it
+            runs[f"warm cache, {label}"] = (shown, [once(warm) for _ in range(repeat)])
+        runs[f"cold cache, {label}"] = (shown, cold)
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,25 +109,26 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["AFPGA_CODEGEN_CACHE"] = tempfile.mkdtemp()  # the phases run cold
     rows, info = phases(args.table)
     shutil.rmtree(os.environ.pop("AFPGA_CODEGEN_CACHE"))
-    command, runs = end_to_end(args.table, max(1, args.repeat))
-    walls = {kind: [w for w, _ in r] for kind, r in runs.items()}
-    cpus = {kind: [c for _, c in r] for kind, r in runs.items()}
-    median = statistics.median(walls["warm"])
+    runs = end_to_end(args.table, max(1, args.repeat))
+    walls = {kind: [w for w, _ in r] for kind, (_, r) in runs.items()}
+    cpus = {kind: [c for _, c in r] for kind, (_, r) in runs.items()}
+    held = "warm cache, the build's level"
+    median = statistics.median(walls[held])
 
-    labels = {kind: f"end to end, {kind} cache: python -m codegen generate" for kind in runs}
-    width = max(len(name) for name in [*labels.values(), *(name for name, _ in rows)]) + 2
+    width = max(len(name) for name in [*runs, *(name for name, _ in rows)]) + 2
     print(f"codegen benchmark: {info['entries']} table entries, {info['operators']} ATen overloads, "
-          f"{info['files']} generated files")
-    print(f"{'phase':<{width}}{'seconds':>9}")
+          f"{info['files']} generated files (all four levels)")
+    print(f"{'phase (in process, all four levels)':<{width}}{'seconds':>9}")
     for name, seconds in rows:
         print(f"{name:<{width}}{seconds:>9.3f}")
-    print(f"{'':<{width}}{'median':>9}{'min':>9}{'CPU med':>9}  (of {len(walls['warm'])}; CPU: user + system)")
-    for kind, label in labels.items():
-        print(f"{label:<{width}}{statistics.median(walls[kind]):>9.3f}{min(walls[kind]):>9.3f}"
-              f"{statistics.median(cpus[kind]):>9.3f}")
+    print(f"{'end to end (a fresh process)':<{width}}{'median':>9}{'min':>9}{'CPU med':>9}  "
+          f"(of {len(walls[held])}; CPU: user + system)")
+    for kind, (command, _) in runs.items():
+        print(f"{kind:<{width}}{statistics.median(walls[kind]):>9.3f}{min(walls[kind]):>9.3f}"
+              f"{statistics.median(cpus[kind]):>9.3f}  {command}")
     ok = median < TARGET_SECONDS
-    print(f"target: under {TARGET_SECONDS:.0f} s end to end (warm, median) -> {'met' if ok else 'MISSED'}; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"target: under {TARGET_SECONDS:.0f} s for a build's codegen ({held}, median) -> "
+          f"{'met' if ok else 'MISSED'}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     from codegen.native import torch_version
 
@@ -130,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         **info,
         "phases": [{"name": name, "seconds": round(seconds, 4)} for name, seconds in rows],
-        "end_to_end": {kind: {"command": " ".join(command), "wall_seconds": [round(w, 4) for w in walls[kind]],
+        "end_to_end": {kind: {"command": command, "wall_seconds": [round(w, 4) for w in walls[kind]],
                               "cpu_seconds": [round(c, 4) for c in cpus[kind]],
-                              "median_seconds": round(statistics.median(walls[kind]), 4)} for kind in runs},
+                              "median_seconds": round(statistics.median(walls[kind]), 4)}
+                       for kind, (command, _) in runs.items()},
+        "held_to_target": held,
         "load_average": round(os.getloadavg()[0], 2),
         "target_seconds": TARGET_SECONDS,
         "within_target": ok,

@@ -25,9 +25,10 @@ LAYOUTS = {
 
 def kernels_of(c, cout, k, s, p, groups, mask=(True, True, True), dtype=torch.float32):
     """(kernels that must launch, kernels that must not) for a convolution of this shape, forward
-    and backward: see host/ps/fpga_conv.cpp (the depthwise members are float32 only)."""
+    and backward: see host/ps/fpga_conv.cpp (the depthwise members are float32's: float16 runs in
+    them widened)."""
     k2 = (k, k) if isinstance(k, int) else k
-    if groups == c == cout and groups > 1 and dtype == torch.float32:
+    if groups == c == cout and groups > 1:
         return ["dw_window"] + (["dw_weight"] if mask[1] else []), ["im2col", "col2im", "gemm"]
     if groups == 1 and k2 in ((1, 1), (1,)) and s in (1, (1, 1)) and p in (0, (0, 0)):
         return ["gemm"], ["im2col", "col2im", "dw_window"]

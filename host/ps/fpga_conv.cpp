@@ -2,7 +2,8 @@
 // hands a convolution on "fpga" to the device. Three shapes, three ways (docs/kernels.md):
 //   - depthwise (groups == C == Cout): the im2col engine's dw_window and dw_weight members
 //     (kernels/hls/im2col/_window.j2), a sliding window per plane through a line buffer: forward,
-//     grad_input (the transposed window) and grad_weight; no GEMM;
+//     grad_input (the transposed window) and grad_weight; no GEMM (the members are float32's:
+//     float16 and bfloat16 run in them widened, rounded once);
 //   - 1x1, stride 1, no padding, one group: the GEMM straight on the NCHW planes, no im2col;
 //   - any other: im2col on the device (kernels/hls/im2col) and one batched GEMM over the groups
 //     (at::bmm on fpga tensors: one launch of the GEMM kernels, the group as the batch); its
@@ -298,6 +299,19 @@ bool has_kernel(const KernelRef& kernel, at::ScalarType dtype, c10::Device where
   }
 }
 
+// The dtype the dw members compute a depthwise convolution of `dtype` in, if the image holds them:
+// its own, or float32 for float16 and bfloat16 (their own members do not fit beside the table:
+// docs/kernels.md). Widened, the window's products and sums are float32's and the result is
+// rounded once, as the im2col + GEMM path (float32 accumulation) rounds it.
+std::optional<at::ScalarType> dw_dtype(at::ScalarType dtype, c10::Device where, bool backward) {
+  const auto held = [&](at::ScalarType t) {
+    return has_kernel(kDwWindow, t, where) && (!backward || has_kernel(kDwWeight, t, where));
+  };
+  if (held(dtype)) return dtype;
+  if ((dtype == at::kHalf || dtype == at::kBFloat16) && held(at::kFloat)) return at::kFloat;
+  return std::nullopt;
+}
+
 }  // namespace
 
 at::Tensor fpga_convolution(const KernelRef& kernel, const at::Tensor& input, const at::Tensor& weight,
@@ -307,10 +321,12 @@ at::Tensor fpga_convolution(const KernelRef& kernel, const at::Tensor& input, co
   const int64_t spatial = input.dim() - 2;
   const bool has_bias = bias.has_value() && bias->defined();
   const at::ScalarType dtype = input.scalar_type();
-  if (depthwise(s) && has_kernel(kDwWindow, dtype, input.device())) {
+  const std::optional<at::ScalarType> dw = depthwise(s) ? dw_dtype(dtype, input.device(), false) : std::nullopt;
+  if (dw.has_value()) {
     if (const std::optional<DwGeometry> d = dw_geometry(s, false)) {
-      KernelLaunch launch(kDwWindow, dtype, input.device());
-      return dw_window(launch, s, *d, input, weight, has_bias ? *bias : at::Tensor()).view(s.out_sizes(spatial));
+      KernelLaunch launch(kDwWindow, *dw, input.device());
+      return dw_window(launch, s, *d, input.to(*dw), weight.to(*dw), has_bias ? bias->to(*dw) : at::Tensor())
+          .view(s.out_sizes(spatial)).to(dtype);
     }
   }
   if (pointwise_conv(s)) {
@@ -359,18 +375,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fpga_convolution_backward(
   if (output_mask[2]) {
     grad_bias = spatial == 1 ? grad_output.sum({0, 2}) : grad_output.sum({0, 2, 3});
   }
-  if (depthwise(s) && has_kernel(kDwWindow, dtype, input.device()) && has_kernel(kDwWeight, dtype, input.device())) {
+  const std::optional<at::ScalarType> dw = depthwise(s) ? dw_dtype(dtype, input.device(), true) : std::nullopt;
+  if (dw.has_value()) {
     const std::optional<DwGeometry> back = output_mask[0] ? dw_geometry(s, true) : std::nullopt;
     const std::optional<DwGeometry> fwd = output_mask[1] ? dw_geometry(s, false) : std::nullopt;
     if (back.has_value() == output_mask[0] && fwd.has_value() == output_mask[1]) {
-      const at::Tensor go = grad_output.dim() == 3 ? grad_output.unsqueeze(2) : grad_output;
+      const at::Tensor go = (grad_output.dim() == 3 ? grad_output.unsqueeze(2) : grad_output).to(*dw);
       if (output_mask[0]) {
-        KernelLaunch launch(kDwWindow, dtype, input.device());
-        grad_input = dw_window(launch, s, *back, go, weight, at::Tensor()).view(input.sizes());
+        KernelLaunch launch(kDwWindow, *dw, input.device());
+        grad_input = dw_window(launch, s, *back, go, weight.to(*dw), at::Tensor()).view(input.sizes()).to(dtype);
       }
       if (output_mask[1]) {
-        KernelLaunch launch(kDwWeight, dtype, input.device());
-        grad_weight = dw_weight(launch, s, *fwd, input, go, weight.sizes());
+        KernelLaunch launch(kDwWeight, *dw, input.device());
+        grad_weight = dw_weight(launch, s, *fwd, input.to(*dw), go, weight.sizes()).to(dtype);
       }
       return {grad_input, grad_weight, grad_bias};
     }

@@ -590,6 +590,37 @@ def op_seconds(row: dict, img: Image) -> dict:
             "cpu_seconds": cpu_s, "missing": missing}
 
 
+def step_projection(rows: dict, img: Image, host_seconds: float) -> dict:
+    """A training step (report()'s rows of one step) on `img`, with `host_seconds` of host work
+    (Python, dispatch and launch preparation, measured on this machine: the step's time less the
+    time it waited for kernels), both ways:
+    - synchronous: the host waits for every launch (its LAUNCH_S start and wait, then the kernel),
+      so the device idles while the host works and the host while the device does;
+    - asynchronous: the host pays each launch's LAUNCH_S start and returns; the device runs the
+      queue meanwhile, so the step takes the longer of the two, host and device (a lower bound: the
+      syncs a step makes -- a loss read, a fallback -- are not in report() and add the queue's drain
+      each time).
+    Link transfers and fallbacks' CPU time are serial both ways. Returns seconds and the fraction of
+    the step the device was idle, per way."""
+    launches, kernel_s, serial_s = 0, 0.0, 0.0
+    for r in rows.values():
+        p = op_seconds(r, img)
+        launches += sum(k["launches"] for name, k in r.get("by_kernel", {}).items() if name in img.kernels)
+        kernel_s += p["kernel_seconds"]
+        serial_s += p["link_seconds"] + p["cpu_seconds"]
+    busy_s = max(0.0, kernel_s - launches * LAUNCH_S)  # the kernels themselves, without the launch's wait
+    host_s = host_seconds + launches * LAUNCH_S
+    sync_s = host_seconds + kernel_s + serial_s
+    async_s = max(host_s, busy_s) + serial_s
+
+    def idle(step: float) -> float:
+        return 1.0 - busy_s / step if step > 0 else 0.0
+
+    return {"launches": launches, "host_seconds": host_seconds, "device_busy_seconds": busy_s,
+            "sync_seconds": sync_s, "async_seconds": async_s,
+            "sync_device_idle": idle(sync_s), "async_device_idle": idle(async_s)}
+
+
 def platform_of(name: str | None):
     """A Platform by name or alias (u250, u55c, ...), with the valid ones in the error."""
     if name is None:

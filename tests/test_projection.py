@@ -120,3 +120,23 @@ def test_profiler_ranges_carry_the_projected_time():
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         torch.neg(x)
     assert "projected_us" not in next(e for e in prof.events() if e.name == "v_neg_float32").kwinputs
+
+
+def test_a_step_projects_both_ways():
+    """step_projection: synchronous launches add the host's time to the device's, asynchronous ones
+    overlap them (the longer of the two); the device idles less asynchronously; a host slower than
+    the device makes the asynchronous step the host's (its launches' starts included)."""
+    img = pj.image(4, plat("u250"))
+    rows = {**pj.one_kernel_workload("add.out", ADD, 100, 100 * float(1 << 22)),
+            **pj.one_kernel_workload("mm", "v_gemm_float32", 10, 10 * 3 * 4 * 512.0 ** 2, 10 * 512.0 ** 3)}
+    busy = pj.workload_seconds(rows, img) - 110 * pj.LAUNCH_S
+    fast_host = pj.step_projection(rows, img, 0.2 * busy)
+    assert fast_host["launches"] == 110
+    assert fast_host["device_busy_seconds"] == pytest.approx(busy)
+    assert fast_host["sync_seconds"] == pytest.approx(1.2 * busy + 110 * pj.LAUNCH_S)
+    assert fast_host["async_seconds"] == pytest.approx(busy)  # the host's work hides behind the device's
+    assert fast_host["async_device_idle"] == pytest.approx(0.0, abs=1e-9)
+    assert fast_host["sync_device_idle"] > 0.15
+    slow_host = pj.step_projection(rows, img, 3 * busy)
+    assert slow_host["async_seconds"] == pytest.approx(3 * busy + 110 * pj.LAUNCH_S)
+    assert slow_host["sync_seconds"] > slow_host["async_seconds"] > slow_host["device_busy_seconds"]

@@ -59,6 +59,17 @@ def decompositions() -> dict:
     return {**get_decompositions(_DECOMPOSE), **class_selections()}  # nll_loss: compile/loss.py
 
 
+# Ops the graph's code calls as Tensor methods: an aten overload called from Python
+# (`torch.ops.aten.view.default(x, size)`) matches its arguments against the op's schema, ~5-10 us;
+# the Tensor method's generated argument parser takes ~1 us and dispatches to the same overload
+# (tests/test_compile_fused.py checks each resolves to it). Views are most of a graph's nodes.
+METHODS = {aten.view.default: "view", aten.t.default: "t", aten.transpose.int: "transpose",
+           aten.expand.default: "expand", aten.permute.default: "permute", aten.unsqueeze.default: "unsqueeze",
+           aten.squeeze.dim: "squeeze", aten.squeeze.dims: "squeeze", aten.select.int: "select",
+           aten.detach.default: "detach", aten.clone.default: "clone", aten.sum.dim_IntList: "sum",
+           aten.mm.default: "mm", aten.bmm.default: "bmm"}
+
+
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
@@ -83,6 +94,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
         for n in sorted(members, key=_position(graph), reverse=True):
             graph.erase_node(n)
     _topological_order(graph)
+    _as_methods(graph)
     graph.lint()
     gm.recompile()
     prebuild([m.plan.kernel for m in modules] + kernels_of(convolutions))
@@ -124,6 +136,17 @@ def _transposed_products(graph: fx.Graph) -> None:
             below = dead.args[0]
             graph.erase_node(dead)
             dead = below
+
+
+def _as_methods(graph: fx.Graph) -> None:
+    """Calls of the ops in METHODS become calls of their Tensor methods."""
+    for n in list(graph.nodes):
+        if n.op == "call_function" and n.target in METHODS and isinstance(n.args[0], fx.Node):
+            with graph.inserting_before(n):
+                m = graph.call_method(METHODS[n.target], n.args, n.kwargs)
+            m.meta = n.meta
+            n.replace_all_uses_with(m)
+            graph.erase_node(n)
 
 
 def _position(graph: fx.Graph):

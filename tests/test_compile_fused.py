@@ -613,3 +613,48 @@ def test_float16_chain_and_gemm_epilogue_are_bit_exact(level):
     kernels = aten_fpga.report()["aten_fpga::fused"]["kernels"]
     assert out.dtype == torch.float16 and all(k.startswith("v_fused_gemm_") for k in kernels), kernels
     torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=0, atol=0)
+
+
+def _fast_call_cases():
+    x, m, w = torch.randn(2, 3, 4), torch.randn(3, 4), torch.randn(4)
+    return {
+        aten.view.default: ((x, [6, 4]), {}), aten.t.default: ((m,), {}), aten.transpose.int: ((x, 0, 2), {}),
+        aten.expand.default: ((w, [3, 4]), {}), aten.permute.default: ((x, [2, 0, 1]), {}),
+        aten.unsqueeze.default: ((x, 1), {}), aten.squeeze.dim: ((x[:, :1], 1), {}),
+        aten.squeeze.dims: ((x[:1, :1], [0, 1]), {}), aten.select.int: ((x, 1, 2), {}),
+        aten.detach.default: ((x,), {}), aten.clone.default: ((x,), {"memory_format": torch.contiguous_format}),
+        aten.sum.dim_IntList: ((x, [0], True), {}), aten.mm.default: ((m, m.t()), {}),
+        aten.bmm.default: ((x, x.transpose(1, 2)), {}), aten.cat.default: (([x, x], 1), {}),
+        aten.embedding.default: ((m, torch.tensor([0, 2, 2])), {}),
+        aten.native_layer_norm.default: ((x, [4], w, w, 1e-5), {}),
+        aten.add.Tensor: ((x, w), {"alpha": 2}), aten.sub.Tensor: ((x, 1.5), {}), aten.mul.Tensor: ((x, w), {}),
+        aten.div.Tensor: ((x, w), {}), aten.where.self: ((x > 0, x, w), {}), aten.amax.default: ((x, [-1], True), {}),
+    }
+
+
+aten = torch.ops.aten
+
+
+def test_fast_calls_dispatch_to_the_overload_they_replace():
+    """The compiled graph's code calls the ops of FAST_CALLS as Tensor methods or torch functions
+    (their argument parsers are faster than an overload's schema matching): each must reach the
+    backend as the very overload of the graph, with the same values."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from aten_fpga.compile.backend import FAST_CALLS
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    cases = _fast_call_cases()
+    assert set(cases) == set(FAST_CALLS), "every fast call needs a case here"
+    for op, fast in FAST_CALLS.items():
+        args, kwargs = cases[op]
+        call = getattr(torch.Tensor, fast) if isinstance(fast, str) else fast
+        with Seen() as seen:
+            seen.ops = []
+            got = call(*args, **kwargs)
+        assert seen.ops == [op], f"{fast} dispatched {seen.ops}, not {op}"
+        torch.testing.assert_close(got, op(*args, **kwargs), rtol=0, atol=0)

@@ -180,3 +180,36 @@ def test_compiled_training_step(name):
     assert_as_close_as_the_cpu("loss", loss, loss32, loss64, 0.0)
     for n in grads:
         assert_as_close_as_the_cpu(n, grads[n], grads32[n], grads64[n], floor)
+
+
+def counted_step(model, args, train: bool):
+    """One step -- training: forward with the loss and backward; inference: forward without
+    gradients -- and its kernel launches and CPU fallbacks."""
+    aten_fpga.reset_stats()
+    if train:
+        model.zero_grad(set_to_none=True)
+        model(**args).loss.backward()
+    else:
+        with torch.no_grad():
+            model(**args)
+    return launches_and_fallbacks()
+
+
+# The issue's rule for every model: a compiled graph never launches more kernels than eager, and
+# neither falls back to the CPU -- a training step, and inference (eval mode, no gradients).
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("zoo", MODELS, ids=[z.name for z in MODELS])
+def test_compiled_launches_no_more_than_eager(zoo, train):
+    torch.manual_seed(0)
+    cls, cfg = zoo.build()
+    model = cls(no_dropout(cfg)).train(train).to("fpga")
+    args = {k: v.to("fpga") for k, v in zoo.inputs(cfg).items()}
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aten_fpga")
+    counted_step(compiled, args, train)  # traces and builds
+    launched, fallbacks = counted_step(compiled, args, train)
+    fused = aten_fpga.stats().get("aten_fpga::fused", {}).get("fpga", 0)
+    eager, eager_fallbacks = counted_step(model, args, train)
+    assert (fallbacks, eager_fallbacks) == (0, 0)
+    assert fused > 0
+    assert launched <= eager, f"{zoo.name}: compiled {launched} launches, eager {eager}"

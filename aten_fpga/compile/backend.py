@@ -59,6 +59,21 @@ def decompositions() -> dict:
     return {**get_decompositions(_DECOMPOSE), **class_selections()}  # nll_loss: compile/loss.py
 
 
+# How the graph's code calls these ops: a Tensor method (its name) or a torch function. An aten
+# overload called from Python (`torch.ops.aten.view.default(x, size)`) matches its arguments
+# against the op's schema, ~5-10 us a call; the method's or function's generated argument parser
+# takes ~1 us and dispatches to the same overload (tests/test_compile_fused.py checks each resolves
+# to it). Views are most of a graph's nodes.
+FAST_CALLS = {aten.view.default: "view", aten.t.default: "t", aten.transpose.int: "transpose",
+              aten.expand.default: "expand", aten.permute.default: "permute", aten.unsqueeze.default: "unsqueeze",
+              aten.squeeze.dim: "squeeze", aten.squeeze.dims: "squeeze", aten.select.int: "select",
+              aten.detach.default: "detach", aten.clone.default: "clone", aten.sum.dim_IntList: "sum",
+              aten.mm.default: torch.mm, aten.bmm.default: torch.bmm, aten.cat.default: torch.cat,
+              aten.embedding.default: torch.embedding, aten.native_layer_norm.default: torch.native_layer_norm,
+              aten.add.Tensor: torch.add, aten.sub.Tensor: torch.sub, aten.mul.Tensor: torch.mul,
+              aten.div.Tensor: torch.div, aten.where.self: torch.where, aten.amax.default: torch.amax}
+
+
 def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
     """`gm` with every fusion group replaced by a call of its FusedGroup submodule."""
     graph = gm.graph
@@ -83,6 +98,7 @@ def fuse_graph(gm: fx.GraphModule, example_inputs=None) -> fx.GraphModule:
         for n in sorted(members, key=_position(graph), reverse=True):
             graph.erase_node(n)
     _topological_order(graph)
+    _fast_calls(graph)
     graph.lint()
     gm.recompile()
     prebuild([m.plan.kernel for m in modules] + kernels_of(convolutions))
@@ -124,6 +140,19 @@ def _transposed_products(graph: fx.Graph) -> None:
             below = dead.args[0]
             graph.erase_node(dead)
             dead = below
+
+
+def _fast_calls(graph: fx.Graph) -> None:
+    """Calls of the ops in FAST_CALLS become calls of their Tensor methods or torch functions."""
+    for n in list(graph.nodes):
+        fast = FAST_CALLS.get(n.target) if n.op == "call_function" else None
+        if fast is None or not isinstance(n.args[0], (fx.Node, list)):
+            continue
+        with graph.inserting_before(n):
+            m = (graph.call_method if isinstance(fast, str) else graph.call_function)(fast, n.args, n.kwargs)
+        m.meta = n.meta
+        n.replace_all_uses_with(m)
+        graph.erase_node(n)
 
 
 def _position(graph: fx.Graph):

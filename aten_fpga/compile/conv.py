@@ -174,6 +174,8 @@ class ConvForward(torch.nn.Module):
         _run(self.kernel, operands, outs, sizes)
         return tuple(outs)
 
+    __call__ = forward  # called every step from the graph's code: no Module hooks to check
+
 
 class ConvBackward(torch.nn.Module):
     """convolution_backward as its two kernels: returns (grad_input, grad_weight, grad_bias) as
@@ -222,6 +224,8 @@ class ConvBackward(torch.nn.Module):
             grad_input, grad_weight, grad_bias = (r if u else mine for r, u, mine in
                                                   zip(rest, undone, (grad_input, grad_weight, grad_bias)))
         return grad_input, grad_weight, grad_bias
+
+    __call__ = forward
 
 
 def _runs(kernel: ConvKernel, operands: list, sizes: list) -> bool:

@@ -2,6 +2,7 @@
 device can run it, else its nodes one by one (unfused eager execution, the table kernels)."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -105,6 +106,10 @@ class FusedGroup(torch.nn.Module):
             return self.unfused(*inputs)
         return call(inputs)
 
+    # The graph's code calls the group every step: straight to forward, without Module.__call__'s
+    # hook checks (a group has no hooks).
+    __call__ = forward
+
     def _prepare(self, inputs):
         """The fused chain's call for inputs laid out as `inputs`, or None for the unfused path."""
         shape = torch.broadcast_shapes(*(t.shape for t in inputs), self._static_shape)
@@ -117,7 +122,7 @@ class FusedGroup(torch.nn.Module):
         columns_fit = all(isinstance(d, int) for d in red_shape) and math.prod(red_shape) == inner <= MAX_COLUMNS
         if numel == 0 or device.type != "fpga" or (columns and not columns_fit):
             return None
-        modes, ports = [], []
+        modes, ports = [], []  # a port None: the input as it is
         for t in inputs:
             mode = input_mode(tuple(t.shape), tuple(shape))
             if mode is None:  # made dense on the device
@@ -125,7 +130,7 @@ class FusedGroup(torch.nn.Module):
             elif mode == "full" and not t.is_contiguous() and _padded_rows(t) is not None:
                 mode, port = "pitched", _padded_rows  # a fused GEMM's output: read in place
             else:
-                port = _port
+                port = None if _in_place(t) else _port
             modes.append(mode)
             ports.append(port)
         # Rows (reduced, or read by a broadcast input) that are not whole words: the element form.
@@ -141,14 +146,7 @@ class FusedGroup(torch.nn.Module):
             kept = (1,) * len(shape) if whole else (*shape[:-1], 1)
             reduced = () if whole else shape[:-1]
             out_shapes.append(red_shape if columns else kept if keep else reduced)
-        dtype, sizes = self.group.dtype, [numel, inner]
-
-        def call(inputs):
-            RECORDED[kernel.name] = kernel
-            outs = [torch.empty(s, dtype=dtype, device=device) for s in out_shapes]
-            _C.fused_run(kernel.name, [port(t) for port, t in zip(ports, inputs)], outs, sizes)
-            return tuple(outs)
-        return call
+        return _launcher(kernel, ports, [_allocation(s, self.group.dtype, device) for s in out_shapes], [numel, inner])
 
     def _prepare_gemm(self, inputs):
         """The fused GEMM's call: c = alpha * a @ b + beta * self with its epilogue, when the
@@ -188,56 +186,85 @@ class FusedGroup(torch.nn.Module):
         bands = batch == 1 and all(r.port.mode == "per_row" for r in kernel.reductions)
         row_elements = {"full": pitch, "out": pitch, "col": 1, "per_row": 1, "a_rows": 1}
         strides = [row_elements.get(p.mode, 0) for p in kernel.ports] if bands else []
-        dtype, device, alpha, beta = self.group.dtype, a.device, self.alpha, self.beta
+        ports = [None, None] + [None if _gemm_in_place(t, mode, n, pitch) else
+                                functools.partial(_gemm_port, mode=mode, m=m, n=n, pitch=pitch)
+                                for t, mode in zip(rest, port_modes)]
+        allocations = [_allocation(shape, self.group.dtype, a.device, (m, pitch) if mode == "out" else
+                                   (pitch,) if mode == "columns" else None, n)
+                       for shape, mode in zip(self.out_shapes, out_modes)]
+        return _launcher(kernel, ports, allocations, strides, gemm=(self.alpha, self.beta))
 
-        def call(inputs):
-            RECORDED[kernel.name] = kernel
-            a, b, *rest = inputs
-            ports = [_gemm_port(t, mode, m, n, pitch) for t, mode in zip(rest, port_modes)]
-            outs = []
-            for shape, mode in zip(self.out_shapes, out_modes):
-                if mode in ("out", "columns"):
-                    base = torch.empty((m, pitch) if mode == "out" else (pitch,), dtype=dtype, device=device)
-                    outs.append(base[..., :n].view(shape))
-                else:
-                    outs.append(torch.empty(shape, dtype=dtype, device=device))
-            _C.fused_gemm_run(kernel.name, a, b, alpha, beta, ports, outs, strides)
-            return tuple(outs)
-        return call
+
+def _allocation(shape, dtype, device, padded=None, n=None):
+    """A function making an output of `shape`: a new tensor, or a view of new rows padded to
+    whole words (`padded`: their shape; the view keeps the first `n` elements of each row)."""
+    if padded is None:
+        return lambda: torch.empty(shape, dtype=dtype, device=device)
+    stride = torch.empty(padded, dtype=dtype, device="meta")[..., :n].view(shape).stride()
+    size = math.prod(padded)
+    return lambda: torch.empty(size, dtype=dtype, device=device).as_strided(shape, stride)
+
+
+def _launcher(kernel, ports: list, allocations: list, sizes: list, gemm: tuple | None = None):
+    """A prepared call, kept to the few Python steps every step pays for: the inputs that need it
+    made ports (`ports`: a function per input, None for an input passed as it is -- decided from
+    the first call's inputs, it holds for every call with their layouts), the outputs allocated,
+    one launch. A fused GEMM (`gemm`: alpha, beta) takes a and b first, `sizes` its bands' strides."""
+    conversions = [(i, port) for i, port in enumerate(ports) if port is not None]
+    name, end = kernel.name, len(ports)  # a GEMM's inputs after its ports: the prologue's source (unfused path)
+
+    def call(inputs):
+        RECORDED[name] = kernel
+        if conversions:
+            inputs = list(inputs)
+            for i, port in conversions:
+                inputs[i] = port(inputs[i])
+        outs = [make() for make in allocations]
+        if gemm is None:
+            _C.fused_run(name, inputs, outs, sizes)
+        else:
+            _C.fused_gemm_run(name, inputs[0], inputs[1], *gemm, inputs[2:end], outs, sizes)
+        return tuple(outs)
+    return call
 
 
 def _layout(t) -> tuple:
     """What a fused kernel's call depends on of one input: its place, type and layout in memory
-    (a strided input's storage size decides whether its padded rows are read in place)."""
+    (its storage's size decides whether padded rows, or a bias's last word, are read in place)."""
     if not isinstance(t, torch.Tensor):
         return (t,)
-    if t.is_contiguous():
-        return (t.device, t.dtype, t.shape, t.storage_offset())
     return (t.device, t.dtype, t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes())
 
 
 def _gemm_port(t: torch.Tensor, mode: str, m: int, n: int, pitch: int) -> torch.Tensor:
-    """Input `t` of a fused GEMM as its port reads it: a full operand as rows of `pitch` (in place
-    when it is laid out so: an output of another fused GEMM), a row (bias) with a readable last
-    word (in place when it ends its allocation), else a padded copy on the device."""
-    aligned = (t.storage_offset() * t.element_size()) % 64 == 0
+    """Input `t` of a fused GEMM as its port reads it: a full operand as rows of `pitch`, a row
+    (bias) with a readable last word, each a padded copy on the device unless `t` is laid out so
+    (`_gemm_in_place`)."""
+    if _gemm_in_place(t, mode, n, pitch):
+        return t
     if mode == "full" and pitch != n:
-        rows_of_pitch = t.stride(-1) == 1 and all(
-            size == 1 or stride == pitch * math.prod(t.shape[i + 1:-1]) for i, (size, stride) in
-            enumerate(zip(t.shape[:-1], t.stride()[:-1])))
-        if rows_of_pitch and aligned:
-            return t
         padded = torch.empty((m, pitch), dtype=t.dtype, device=t.device)
         padded[:, :n].copy_(t.reshape(m, n))
         return padded
     if mode == "row" and pitch != n:
-        ends_allocation = t.storage_offset() + n == t.untyped_storage().nbytes() // t.element_size()
-        if t.is_contiguous() and aligned and ends_allocation:
-            return t
         padded = torch.empty(pitch, dtype=t.dtype, device=t.device)
         padded[:n].copy_(t.reshape(n))
         return padded
     return _port(t)
+
+
+def _gemm_in_place(t: torch.Tensor, mode: str, n: int, pitch: int) -> bool:
+    """Whether a fused GEMM's port reads `t` in place: a full operand laid out as rows of `pitch`
+    (an output of another fused GEMM), a row that ends its allocation (its last word readable: a
+    parameter), else what any port reads in place."""
+    aligned = (t.storage_offset() * t.element_size()) % 64 == 0
+    if mode == "full" and pitch != n:
+        return aligned and t.stride(-1) == 1 and all(
+            size == 1 or stride == pitch * math.prod(t.shape[i + 1:-1]) for i, (size, stride) in
+            enumerate(zip(t.shape[:-1], t.stride()[:-1])))
+    if mode == "row" and pitch != n:
+        return aligned and t.is_contiguous() and t.storage_offset() + n == t.untyped_storage().nbytes() // t.element_size()
+    return _in_place(t)
 
 
 def _padded_rows(t: torch.Tensor) -> torch.Tensor | None:
@@ -260,9 +287,13 @@ def _padded_rows(t: torch.Tensor) -> torch.Tensor | None:
 
 def _port(t: torch.Tensor) -> torch.Tensor:
     """`t` as a kernel port reads it: contiguous, from a port word (a device copy when not)."""
-    if not t.is_contiguous() or (t.storage_offset() * t.element_size()) % 64:
-        return t.contiguous() if t.storage_offset() == 0 else t.clone(memory_format=torch.contiguous_format)
-    return t
+    if _in_place(t):
+        return t
+    return t.contiguous() if t.storage_offset() == 0 else t.clone(memory_format=torch.contiguous_format)
+
+
+def _in_place(t: torch.Tensor) -> bool:
+    return t.is_contiguous() and (t.storage_offset() * t.element_size()) % 64 == 0
 
 
 def _subgraph(gm: fx.GraphModule, p: Plan) -> tuple[fx.GraphModule, dict]:

@@ -271,3 +271,23 @@ def test_the_sanitizer_catches_a_read_that_skipped_a_synchronization(order):
         assert "coherence sanitizer" in out["error"] and "wait_stream" in out["error"], out
     else:
         assert out == {"ok": True}
+
+
+def test_a_multi_tensor_kernel_keeps_every_tensor_of_its_lists_in_use(fresh_stats):
+    # A _foreach_ kernel reaches the tensors of a list through the first one's address: the block
+    # of a later one, freed and written by the host while the kernel is queued, must wait for it.
+    a = [torch.randn(BIG // 4) for _ in range(3)]
+    b = [torch.randn(BIG // 4) for _ in range(3)]
+    xs = [torch.neg(t.to("fpga")) for t in a]
+    ys = [torch.neg(t.to("fpga")) for t in b]
+    m = torch.randn(768, 768).to("fpga")
+    torch.fpga.synchronize()
+    busy = torch.mm(m, m)  # tens of milliseconds, ahead of the foreach on the stream
+    torch._foreach_add_(xs, ys)  # queued
+    del ys[2]  # its block goes back to the cache ...
+    w = torch.neg(torch.ones(BIG // 4).to("fpga"))  # ... and takes the host's bytes for this neg
+    for x, p, q in zip(xs, a, b):
+        exact(x, -p + -q)
+    exact(w, -torch.ones(BIG // 4))
+    assert op_report("_foreach_add_.List")["fpga"] == 1
+    del busy

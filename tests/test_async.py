@@ -64,8 +64,10 @@ def test_a_freed_block_is_not_reused_while_a_queued_kernel_reads_it(fresh_stats)
     a, b = torch.randn(BIG), torch.randn(BIG)
     side = torch.fpga.Stream()
     x = torch.neg(a.to("fpga"))
+    m = torch.randn(768, 768).to("fpga")
     side.wait_stream(torch.fpga.current_stream())
     with torch.fpga.stream(side):
+        busy = torch.mm(m, m)  # tens of milliseconds ahead of the neg on its stream
         y = torch.neg(x)
         x.record_stream(side)
     del x
@@ -74,6 +76,7 @@ def test_a_freed_block_is_not_reused_while_a_queued_kernel_reads_it(fresh_stats)
     torch.fpga.synchronize()
     exact(y, a)
     exact(z, -b)
+    del busy
 
 
 def test_work_on_two_streams_ordered_by_an_event(trace, fresh_stats):

@@ -22,14 +22,14 @@ namespace aten_fpga {
 template <class Op, class Run, class... Args>
 typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type run_or_fallback(
     OpStats& stats, Run&& run, Args&&... args) {
-  const LaunchMark since = launch_mark();
+  RunBooking booking(stats);
   try {
     if constexpr (std::is_void_v<decltype(run())>) {  // the in-place _foreach_* ops return nothing
       run();
-      stats.fpga_runs.add_run(since);
+      booking.add_run();
     } else {
       decltype(auto) result = run();
-      stats.fpga_runs.add_run(since);
+      booking.add_run();
       return result;
     }
   } catch (const KernelUnavailable&) {

@@ -11,11 +11,6 @@ The device's busy time is the union of the intervals in the device trace (aten_f
 every launch and device-side copy); idle = 1 - busy / step. The host's time per launch is its own
 time, waiting excluded: the time to issue the step over its launches when launches are queued, and
 the step's time less the device's busy time over the launches when each launch waits.
-
-The perf model (aten_fpga.projection.step_projection) then projects the same step on a U250's
-default image both ways, from the synchronous run: its report() rows and its host time (on a card
-the kernels do not share the host's cores, so the host time of a run without overlap is the one
-to carry over).
 """
 from __future__ import annotations
 
@@ -99,19 +94,12 @@ def child(name: str, steps: int) -> dict:
         busy = busy_ns(_C.device_trace(), t0, t2)
         launches = sum(r["launches"] for r in aten_fpga.report().values())
         rows.append({"step": t2 - t0, "issue": t1 - t0, "busy": busy, "launches": launches})
-    report = aten_fpga.report()  # the last step's: every step launches the same kernels
     rows.sort(key=lambda r: r["step"])
     r = rows[len(rows) // 2]  # the median step
     host_ns = r["issue"] if not _C.launch_blocking() else r["step"] - r["busy"]
-    out = {"model": name, "mode": "sync" if _C.launch_blocking() else "async", "step_ms": r["step"] / 1e6,
-           "issue_ms": r["issue"] / 1e6, "device_busy_ms": r["busy"] / 1e6, "idle_fraction": 1 - r["busy"] / r["step"],
-           "launches": r["launches"], "host_us_per_launch": host_ns / 1e3 / max(1, r["launches"])}
-    if _C.launch_blocking():
-        from aten_fpga import projection
-
-        img = projection.image(4, projection.platform_of("u250"))
-        out["u250"] = projection.step_projection(report, img, host_ns / 1e9)
-    return out
+    return {"model": name, "mode": "sync" if _C.launch_blocking() else "async", "step_ms": r["step"] / 1e6,
+            "issue_ms": r["issue"] / 1e6, "device_busy_ms": r["busy"] / 1e6, "idle_fraction": 1 - r["busy"] / r["step"],
+            "launches": r["launches"], "host_us_per_launch": host_ns / 1e3 / max(1, r["launches"])}
 
 
 def main(argv=None) -> int:
@@ -137,11 +125,6 @@ def main(argv=None) -> int:
                "host_us_per_launch"]
     print("A training step, synchronous (ATEN_FPGA_LAUNCH_BLOCKING=1) against asynchronous launches (median step)")
     print_table(headers, [[r[h] for h in headers] for r in results])
-    print("\nThe same step projected on a U250 (XCL_OPT 4, the default image), from the synchronous run's host time")
-    heads = ["model", "launches", "host_ms", "device_busy_ms", "sync_ms", "async_ms", "sync_idle", "async_idle"]
-    print_table(heads, [[r["model"], u["launches"], 1e3 * u["host_seconds"], 1e3 * u["device_busy_seconds"],
-                         1e3 * u["sync_seconds"], 1e3 * u["async_seconds"], u["sync_device_idle"],
-                         u["async_device_idle"]] for r in results if (u := r.get("u250"))])
     load = os.getloadavg()
     write_json(args.json, {"machine": machine(), "load": load, "steps": args.steps, "results": results})
     return 0

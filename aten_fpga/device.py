@@ -59,16 +59,14 @@ class device:
 
 
 def synchronize(dev=None) -> None:
-    """Wait for the work queued on every stream of the device. Launches are asynchronous: an error
-    a queued kernel met is raised here (or at the next other synchronization: a copy to the CPU,
-    .item(), an event's synchronize)."""
-    _C.synchronize(_index(dev))
+    """Wait for the device's queued work. Kernel runs complete before their op returns, so this
+    only validates the device."""
+    _index(dev)
 
 
 # --- streams and events (host/ps/guard.cpp): PyTorch's device-generic torch.Stream / torch.Event --
-# A stream is a queue of device work: launches return at once and run in order on their stream;
-# streams run independently of each other unless an event orders them. An event's time is the
-# device's: when its stream reached it.
+# Every launch completes before its op returns, so work on every stream is ordered by the host's
+# own order; an event records the time at which all work issued before it had completed.
 
 class Stream(torch.Stream):
     """A stream of fpga device `device` (default: the current device), as torch.cuda.Stream."""
@@ -231,4 +229,3 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     """bfloat16 tensors work on every fpga device (ops without a bfloat16 kernel fall back to the
     CPU, counted in aten_fpga.stats())."""
     return is_available()
-

@@ -20,7 +20,6 @@ from common import ROOT, write_json  # noqa: E402
 BENCHMARKS = [
     ("bench_ops", ["--quick"]),
     ("bench_overhead", []),
-    ("bench_async", ["--steps", "3"]),
     ("bench_codegen", ["--repeat", "1"]),
     ("bench_scons", []),
     ("perf_model", []),

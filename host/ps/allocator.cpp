@@ -79,29 +79,10 @@ void poison_range(void* base, size_t offset, size_t n) {
   const uint64_t phased = shift == 0 ? kPoison : (kPoison >> shift) | (kPoison << (64 - shift));
   fill_repeating(static_cast<char*>(base) + offset, n, phased);
 }
-// Wait for the queued work that uses a's device copy (callers hold a->mu): the host is about to
-// read or write it. Raises a queued item's error, unless `nothrow` (the allocator's own paths).
-// Afterwards the host has seen every device write of it: no stream is then behind on it.
-void wait_uses_locked(Allocation* a, bool nothrow = false) {
-  if (a->uses.empty()) return;
-  for (const Fence& f : a->uses) {
-    if (nothrow) {
-      a->device->wait_nothrow(f);
-    } else {
-      a->device->wait(f);
-    }
-  }
-  a->uses.clear();
-  a->writer = {};
-}
-
 void poison_host(Allocation* a, size_t offset, size_t n) { poison_range(a->buffer->host, offset, n); }
 // Where the host cannot reach device memory (a card), the device side is not poisoned.
-void poison_device(Allocation* a, size_t offset, size_t n, bool nothrow = false) {
-  if (void* device = a->device->device_address(*a->buffer)) {
-    wait_uses_locked(a, nothrow);
-    poison_range(device, offset, n);
-  }
+void poison_device(Allocation* a, size_t offset, size_t n) {
+  if (void* device = a->device->device_address(*a->buffer)) poison_range(device, offset, n);
 }
 
 // [offset, offset + n) rounded out to whole port words, within the allocation.
@@ -122,7 +103,6 @@ void publish_stale_sides(Allocation* a) {
 // bytes moved. Callers hold a->mu.
 size_t sync_locked(Allocation* a, ByteRanges& stale, bool to_device, size_t b, size_t e) {
   if (stale.empty() || !stale.overlaps(b, e)) return 0;
-  wait_uses_locked(a);
   size_t moved = 0;
   for (const ByteRanges::Range& r : stale) {
     if (r.begin >= e) break;
@@ -167,22 +147,14 @@ void mark_range(Allocation* a, bool device_written, size_t offset, size_t n) {
     ByteRanges& stale = device_written ? a->host_stale : a->device_stale;    // now stale on the other side
     written.subtract(b, e);
     stale.add(b, e);
-    if (kSanitize) {
-      if (device_written) {
-        StreamQueue& q = a->device->current_queue();
-        a->writer = {&q, q.issued()};  // the launch just queued
-        poison_host(a, b, e - b);
-      } else {
-        poison_device(a, b, e - b);
-      }
-    }
+    if (kSanitize) (device_written ? poison_host : poison_device)(a, b, e - b);
     if (stale.size() > kMaxRanges) {
       // Join: make the gaps current on the written side, then the whole span is newer there.
       const size_t lo = stale.front().begin, hi = stale.back().end;
       moved = sync_locked(a, written, device_written, lo, hi);
       stale.clear();
       stale.add(lo, hi);
-      if (kSanitize) device_written ? poison_host(a, lo, hi - lo) : poison_device(a, lo, hi - lo);
+      if (kSanitize) (device_written ? poison_host : poison_device)(a, lo, hi - lo);
     }
     publish_stale_sides(a);
   }
@@ -235,8 +207,7 @@ void copy_bytes(void* dst, const void* src, size_t n) {
 }
 }  // namespace
 
-void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pinned, size_t pinned_offset,
-                  bool non_blocking) {
+void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pinned, size_t pinned_offset) {
   char* device = static_cast<char*>(a->device->device_address(*a->buffer));
   if (device == nullptr && pinned == nullptr) {
     sync_to_host(a, offset, n);
@@ -246,13 +217,8 @@ void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pin
   const char* host = static_cast<const char*>(a->buffer->host);
   char* out = static_cast<char*>(dst);
   int64_t booked = 0;
-  StreamQueue& q = a->device->current_queue();
-  if (pinned != nullptr && kSanitize) check_stream_order(a, q, "a copy into pinned memory");
-  Fence copied;
   {
     std::lock_guard<std::mutex> g(a->mu);
-    // The host reads the device copy itself: after the queued work that writes it.
-    if (pinned == nullptr && a->host_stale.overlaps(offset, offset + n)) wait_uses_locked(a);
     // Alternate runs of host-current and device-newer bytes, in order.
     size_t at = offset;
     const size_t end = offset + n;
@@ -262,7 +228,7 @@ void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pin
       if (lo >= hi) continue;
       copy_bytes(out + (at - offset), host + at, lo - at);
       if (pinned != nullptr) {
-        copied = a->device->copy_async(*pinned, pinned_offset + (lo - offset), *a->buffer, lo, hi - lo, q);
+        a->device->copy_on_device(*pinned, pinned_offset + (lo - offset), *a->buffer, lo, hi - lo);
       } else {
         copy_bytes(out + (lo - offset), device + lo, hi - lo);
       }
@@ -272,54 +238,13 @@ void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pin
     }
     copy_bytes(out + (at - offset), host + at, end - at);
   }
-  if (copied.queue != nullptr) {
-    use_on_device(a, copied);
-    if (!non_blocking) a->device->wait(copied);
-  }
   if (booked != 0) record_sync(false, booked);
 }
 
-void write_from_pinned(Allocation* a, size_t offset, size_t n, Buffer& pinned, size_t pinned_offset,
-                       bool non_blocking) {
-  StreamQueue& q = a->device->current_queue();
-  if (kSanitize) check_stream_order(a, q, "a copy from pinned memory");
-  const Fence f = a->device->copy_async(*a->buffer, offset, pinned, pinned_offset, n, q);
-  use_on_device(a, f);
+void write_from_pinned(Allocation* a, size_t offset, size_t n, Buffer& pinned, size_t pinned_offset) {
+  a->device->copy_on_device(*a->buffer, offset, pinned, pinned_offset, n);
   mark_device_written(a, offset, n);
   record_sync(true, static_cast<int64_t>(n));
-  if (!non_blocking) a->device->wait(f);  // the host may reuse the pinned bytes once this returns
-}
-
-void use_on_device(Allocation* a, const Fence& f) {
-  std::lock_guard<std::mutex> g(a->mu);
-  for (Fence& u : a->uses) {
-    if (u.queue == f.queue) {
-      u.seq = std::max(u.seq, f.seq);
-      return;
-    }
-  }
-  a->uses.erase(std::remove_if(a->uses.begin(), a->uses.end(), [](const Fence& u) { return u.done(); }),
-                a->uses.end());
-  a->uses.push_back(f);
-}
-
-void wait_for_device_uses(Allocation* a) {
-  std::lock_guard<std::mutex> g(a->mu);
-  wait_uses_locked(a);
-}
-
-void check_stream_order(Allocation* a, StreamQueue& q, const std::string& what) {
-  Fence writer;
-  {
-    std::lock_guard<std::mutex> g(a->mu);
-    writer = a->writer;
-  }
-  TORCH_CHECK(a->device->ordered_before(writer, q), "coherence sanitizer: ", what, " on stream ", q.id(),
-              " of fpga:", a->device_index, " uses device memory that stream ", writer.queue->id(),
-              " writes (its queued item ", writer.seq, "), and nothing orders that write before it: the two may "
-              "run in either order. Make stream ", q.id(), " wait for stream ", writer.queue->id(),
-              " first (stream.wait_stream(other), or other.record_event() and stream.wait_event(event)), or "
-              "synchronize the host with it (other.synchronize(), torch.fpga.synchronize()).");
 }
 
 void prepare_device_write(Allocation* a, size_t offset, size_t n) {
@@ -343,14 +268,7 @@ void copy_valid_bytes(Allocation* dst, size_t dst_offset, Allocation* src, size_
     mark_host_written(dst, dst_offset, n);
   } else {
     sync_to_device(src, src_offset, n);
-    StreamQueue& q = dst->device->current_queue();
-    if (kSanitize) {
-      check_stream_order(src, q, "a device-side copy");
-      check_stream_order(dst, q, "a device-side copy");
-    }
-    const Fence f = dst->device->copy_async(*dst->buffer, dst_offset, *src->buffer, src_offset, n, q);
-    use_on_device(src, f);
-    use_on_device(dst, f);
+    dst->device->copy_on_device(*dst->buffer, dst_offset, *src->buffer, src_offset, n);
     mark_device_written(dst, dst_offset, n);
   }
 }
@@ -423,10 +341,6 @@ class BlockCache {
       large_.clear();
       for (Allocation* a : victims) stats_.reserved_bytes -= static_cast<int64_t>(a->buffer->bytes);
       stats_.device_frees += static_cast<int64_t>(victims.size());
-    }
-    for (Allocation* a : victims) {
-      std::lock_guard<std::mutex> g(a->mu);
-      wait_uses_locked(a, /*nothrow=*/true);  // queued work may still use the buffer
     }
     for (Allocation* a : victims) delete a;
   }
@@ -525,22 +439,12 @@ class FpgaAllocator final : public c10::Allocator {
       a->requested = nbytes;
       c.on_allocated(a);
     }
-    std::lock_guard<std::mutex> g(a->mu);
     a->host_stale.clear();  // neither side holds anything yet
     a->device_stale.clear();
     a->stale_sides.store(0, std::memory_order_release);
-    a->writer = {};
-    // A block that queued work of an earlier tensor still uses: work on the same stream runs after
-    // it, in order; another stream waits for it here (record_stream semantics).
-    if (!a->uses.empty()) {
-      const StreamQueue* q = &a->device->current_queue();
-      for (const Fence& u : a->uses) {
-        if (u.queue != q) a->device->wait_nothrow(u);
-      }
-    }
     if (kSanitize) {  // nor does either side hold what an earlier tensor left in the block
       poison_host(a, 0, a->buffer->bytes);
-      poison_device(a, 0, a->buffer->bytes, /*nothrow=*/true);
+      poison_device(a, 0, a->buffer->bytes);
     }
     return {a->buffer->host, a, &give_back, dev};
   }

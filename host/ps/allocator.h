@@ -58,13 +58,6 @@ struct Allocation {
   // that has nothing to move (an input current on the device) returns without taking the lock.
   std::atomic<unsigned> stale_sides{0};
   static constexpr unsigned kHostStale = 1, kDeviceStale = 2;
-  // Queued work (launches, device-side copies) that reads or writes the device copy: per stream, its
-  // last such item (under mu). The host waits for them before it reads or writes the device copy
-  // itself, and the cache before it hands the block to another stream; they outlive the tensor
-  // (record_stream semantics, for every stream that used it).
-  c10::SmallVector<Fence, 2> uses;
-  // The sanitizer's last device write: a launch on another stream must be ordered after it.
-  Fence writer;
 };
 
 // The allocation behind an fpga tensor's storage (nullptr for an empty storage). A storage this
@@ -102,25 +95,10 @@ void sync_to_host(Allocation* a);
 // `pinned_offset` in it: a card's DMA), or any memory where the host addresses device memory (the
 // emulator): one copy, not one into the host shadow and a second out of it. Elsewhere they are
 // synced into the shadow first. Booked like a sync of the same bytes (whole port words).
-// Into pinned memory the device-newer bytes are a copy queued on the current stream: with
-// `non_blocking`, the host goes on before it completes (it reads `dst` after a synchronization).
-void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pinned, size_t pinned_offset,
-                  bool non_blocking = false);
+void read_current(Allocation* a, size_t offset, size_t n, void* dst, Buffer* pinned, size_t pinned_offset);
 // Write n bytes of pinned memory (`pinned` from `pinned_offset`, of a's device) into bytes
-// [offset, offset + n) of `a` on the device, as a DMA queued on the current stream: they are then
-// newer there. Without `non_blocking` the host waits for it (it may then reuse the pinned bytes).
-// Booked as a sync.
-void write_from_pinned(Allocation* a, size_t offset, size_t n, Buffer& pinned, size_t pinned_offset,
-                       bool non_blocking = false);
-
-// Asynchronous execution (docs/runtime.md). `f`, queued work, reads or writes a's device copy.
-void use_on_device(Allocation* a, const Fence& f);
-// Before the host reads or writes a's device copy itself: wait for the queued work that uses it.
-void wait_for_device_uses(Allocation* a);
-// The coherence sanitizer's cross-stream check, before queueing `what` on `q` with `a` among its
-// buffers: the last device write of `a` on another stream must be ordered before it (an event
-// waited for, or a host synchronization); else an error naming both streams and the fix.
-void check_stream_order(Allocation* a, StreamQueue& q, const std::string& what);
+// [offset, offset + n) of `a` on the device, as a DMA: they are then newer there. Booked as a sync.
+void write_from_pinned(Allocation* a, size_t offset, size_t n, Buffer& pinned, size_t pinned_offset);
 // After writing every byte of [offset, offset + n) on one side: that side alone holds them; the
 // rest keep their state. A write with gaps (a strided view) syncs its span to the side it writes
 // first and marks the span. Without a range: the whole allocation (after prepare_*_write).

@@ -39,17 +39,14 @@ PinnedRef pinned_bytes(const at::Tensor& cpu, const Allocation* a) {
   return p.buffer != nullptr && p.device == a->device && p.size >= cpu.nbytes() ? p : PinnedRef{};
 }
 
-void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src, bool non_blocking = false) {
+void copy_into_fpga_from_host(const at::Tensor& dst, const at::Tensor& cpu_src) {
   Allocation* d = allocation_of(dst);
   const auto [off, n] = byte_span(dst);
   if (is_byte_copy(cpu_src, dst)) {
-    // From pinned memory the bytes go to the device (a DMA queued on the current stream, which
-    // the host waits for unless non_blocking); from pageable memory into the host shadow, to the
-    // device when a kernel first reads them.
+    // From pinned memory the bytes go to the device (a DMA); from pageable memory into the host
+    // shadow, to the device when a kernel first reads them.
     if (const PinnedRef p = pinned_bytes(cpu_src, d); p.buffer != nullptr) {
-      write_from_pinned(d, off, n, *p.buffer, p.offset, non_blocking);
-      StreamQueue& q = d->device->current_queue();
-      use_pinned(cpu_src.const_data_ptr(), {&q, q.issued()});  // the copy just queued, or later work
+      write_from_pinned(d, off, n, *p.buffer, p.offset);
       return;
     }
   }
@@ -71,7 +68,7 @@ void copy_fpga_to_fpga(const at::Tensor& src, const at::Tensor& dst) {
 
 }  // namespace
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   static OpStats& stats = op_stats("_copy_from");
   OpScope scope(stats);
   if (dst.numel() == 0) return dst;
@@ -81,17 +78,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     if (is_byte_copy(self, dst)) {
       Allocation* a = allocation_of(self);
       const PinnedRef p = pinned_bytes(dst, a);
-      read_current(a, byte_offset(self), self.nbytes(), dst.data_ptr(), p.buffer, p.offset, non_blocking);
-      if (p.buffer != nullptr) {
-        StreamQueue& q = a->device->current_queue();
-        use_pinned(dst.data_ptr(), {&q, q.issued()});
-      }
+      read_current(a, byte_offset(self), self.nbytes(), dst.data_ptr(), p.buffer, p.offset);
     } else {
       sync_span_to_host(self);
       dst.copy_(host_alias(self));
     }
   } else if (!src_fpga && dst_fpga) {
-    copy_into_fpga_from_host(dst, self, non_blocking);
+    copy_into_fpga_from_host(dst, self);
   } else {
     TORCH_CHECK(src_fpga && dst_fpga, "_copy_from: neither tensor is on fpga");
     copy_fpga_to_fpga(self, dst);

@@ -3,18 +3,12 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "stats.h"  // now_ns
@@ -88,97 +82,9 @@ inline void fill_repeating(void* p, size_t n, uint64_t pattern) {
   if (i < n) std::memcpy(bytes + i, &pattern, n - i);
 }
 
-class Device;
-class StreamQueue;
-
-// A point in a stream's work: reached once the stream has completed `seq` of its items (seq 0, or
-// no queue: nothing to wait for).
-struct Fence {
-  StreamQueue* queue = nullptr;
-  uint64_t seq = 0;
-  bool done() const;
-};
-
-// One item of a stream's queue.
-struct QueueItem {
-  enum class Kind : uint8_t { kLaunch, kCopy, kMarker, kWait };
-  Kind kind = Kind::kLaunch;
-  // kLaunch: `kernel` (an engine or a kernel the image holds itself) runs `runs`; `passed` are the
-  // arguments the host passed (a member's; empty: `runs`); `name` the kernel the host asked for.
-  const KernelInfo* kernel = nullptr;
-  const std::string* name = nullptr;
-  KernelRuns runs, passed;
-  // kCopy: n bytes, device copy to device copy (Device::copy_on_device).
-  Buffer* dst = nullptr;
-  Buffer* src = nullptr;
-  size_t dst_offset = 0, src_offset = 0, bytes = 0;
-  // kMarker (an event's record): set to the time the stream reaches it. kLaunch: to its device
-  // time, when it completes (the accounting's, stats.h LaunchTime; may be null).
-  std::shared_ptr<std::atomic<int64_t>> time;
-  // kWait (an event's wait): the stream goes on once this point of another stream is reached.
-  Fence after;
-};
-
-// What the device did, while tracing (Device::set_trace): one entry per launch or device-side copy,
-// with the interval it ran in (steady clock). Tests read overlap from it; bench/bench_async.py the
-// device's idle time.
-struct TraceEntry {
-  int64_t stream;
-  char kind;  // 'k' a kernel launch (all its CUs), 'c' a device-side copy
-  std::string name;
-  int64_t start_ns, end_ns;
-};
-
-// One stream of one device: the host pushes launches, copies, event markers and waits, and returns;
-// the queue's worker thread runs them in order (docs/runtime.md, "Asynchronous execution"). Made on
-// a stream's first use, never destroyed while its device lives.
-class StreamQueue {
- public:
-  StreamQueue(Device& device, int64_t id, size_t index);
-  ~StreamQueue();
-  StreamQueue(const StreamQueue&) = delete;
-  StreamQueue& operator=(const StreamQueue&) = delete;
-
-  Device& device() const { return device_; }
-  int64_t id() const { return id_; }
-  size_t index() const { return index_; }  // its ordinal on the device
-  uint64_t issued() const { return issued_.load(std::memory_order_acquire); }
-  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
-  Fence push(QueueItem&& item);
-  // Block until the stream has completed `seq` items. Raises no error (Device::wait does).
-  void wait(uint64_t seq);
-
- private:
-  void work();
-  Device& device_;
-  const int64_t id_;
-  const size_t index_;
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  std::deque<QueueItem> items_;
-  std::atomic<uint64_t> issued_{0}, completed_{0};
-  bool sleeping_ = false;
-  int waiters_ = 0;
-  std::thread thread_;
-};
-
-inline bool Fence::done() const { return queue == nullptr || queue->completed() >= seq; }
-
-// The point each stream is known to be ordered after, per stream ordinal (the coherence sanitizer's
-// cross-stream check): what a stream waited for (events), or the host (synchronizations).
-using StreamClock = std::vector<uint64_t>;
-
-// Whether launches wait for their kernel (ATEN_FPGA_LAUNCH_BLOCKING=1, read once), for debugging.
-bool launch_blocking();
-
-// This thread's current stream on device `index` (0: the default stream; host/ps/guard.cpp).
-int64_t current_stream_id(int index);
-
 class Device {
  public:
-  explicit Device(int index) : index_(index) {}
   virtual ~Device() = default;
-  int index() const { return index_; }
   virtual std::string name() const = 0;
 
   // Device memory. allocate() throws c10::OutOfMemoryError when the device is full.
@@ -206,41 +112,14 @@ class Device {
   virtual const KernelInfo* find_kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
 
-  // Queue one run per compute unit (runs[i] goes to CU i) on stream `q`, and return at once: its
-  // worker starts them concurrently and waits for all. A member runs as its engine, each run
-  // translated into the engine's arguments here. Not virtual: the translation is the same on every
-  // device (engine_members.cpp defines it), which then calls its device's launch().
-  Fence run(const KernelInfo& k, const KernelRuns& runs, StreamQueue& q,
-            std::shared_ptr<std::atomic<int64_t>> time = nullptr);
-  // Queue copy_on_device on stream `q`.
-  Fence copy_async(Buffer& dst, size_t dst_offset, Buffer& src, size_t src_offset, size_t n, StreamQueue& q);
+  // Start one run per compute unit (runs[i] goes to CU i), concurrently, and wait for all. A
+  // member runs as its engine, each run translated into the engine's arguments. Not virtual: the
+  // translation is the same on every device (engine_members.cpp defines it), which then calls its
+  // device's launch().
+  void run(const KernelInfo& k, const KernelRuns& runs);
 
-  // --- asynchronous execution ---
-  StreamQueue& queue(int64_t stream_id);  // made on first use
-  StreamQueue& current_queue() { return queue(current_stream_id(index_)); }
-  // Wait for a point of a stream, for every stream (synchronize), and raise the first error a queued
-  // item met since the last such raise. The _nothrow forms leave it for the next.
-  void wait(const Fence& f);
-  void wait_nothrow(const Fence& f) noexcept;
-  void synchronize();
-  void synchronize_nothrow() noexcept;
-  void raise_pending_error();
-  // A test hook: the launch this device's queues run after the next `after` fails with `message`,
-  // as a kernel would.
-  void inject_launch_fault(std::string message, int after = 0);
-  // While on, every launch and device-side copy is added to the trace; take_trace() empties it.
-  void set_trace(bool on);
-  std::vector<TraceEntry> take_trace();
-
-  // The sanitizer's stream order. Is the work up to `writer` ordered before new work on `reader`?
-  bool ordered_before(const Fence& writer, const StreamQueue& reader);
-  StreamClock clock_at(const Fence& f);             // what reaching f orders after (an event's record)
-  void merge_clock(StreamQueue& q, const StreamClock& c);  // q waits for it (an event's wait)
-  void host_observed(const Fence& f);              // the host waited for f
-
-  // Per compute unit accounting (index = CU), as recorded by run(), once the queued work completed.
-  std::vector<CuActivity> cu_activity() {
-    synchronize_nothrow();
+  // Per compute unit accounting (index = CU), as recorded by run().
+  std::vector<CuActivity> cu_activity() const {
     std::lock_guard<std::mutex> g(activity_mu_);
     return activity_;
   }
@@ -267,27 +146,8 @@ class Device {
   }
 
  private:
-  friend class StreamQueue;
-  void run_item(StreamQueue& q, QueueItem& item);  // on q's worker thread
-  void merge_locked(StreamClock& into, const StreamClock& from);
-
-  const int index_;
   mutable std::mutex activity_mu_;
   std::vector<CuActivity> activity_;
-
-  std::mutex queues_mu_;
-  std::map<int64_t, std::unique_ptr<StreamQueue>> queues_;
-  std::vector<StreamQueue*> by_index_;
-  std::mutex error_mu_;
-  std::exception_ptr error_;
-  std::string fault_;
-  int fault_after_ = 0;  // launches to run before the fault (under error_mu_)
-  std::atomic<bool> fault_set_{false}, trace_on_{false};
-  std::mutex trace_mu_;
-  std::vector<TraceEntry> trace_;
-  std::mutex clock_mu_;
-  std::vector<StreamClock> clocks_;  // per stream ordinal
-  StreamClock host_clock_;
 };
 
 }  // namespace aten_fpga

@@ -48,7 +48,7 @@ struct EmuDevice::EmuBuffer final : Buffer {
   }
 };
 
-EmuDevice::EmuDevice(int index, size_t capacity) : Device(index), capacity_(capacity) {}
+EmuDevice::EmuDevice(int index, size_t capacity) : index_(index), capacity_(capacity) {}
 
 EmuDevice::~EmuDevice() {
   stop_cu_threads();
@@ -56,20 +56,20 @@ EmuDevice::~EmuDevice() {
 }
 
 std::string EmuDevice::name() const {
-  return "aten_fpga emulated device " + std::to_string(index());
+  return "aten_fpga emulated device " + std::to_string(index_);
 }
 
 std::unique_ptr<Buffer> EmuDevice::allocate(size_t bytes) {
   size_t used = used_.fetch_add(bytes) + bytes;
   if (used > capacity_) {
     used_.fetch_sub(bytes);
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "emulated fpga:", index(), ": ", used - bytes, " of ", capacity_,
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "emulated fpga:", index_, ": ", used - bytes, " of ", capacity_,
                      " bytes in use, no room for ", bytes, " more");
   }
   auto b = std::make_unique<EmuBuffer>(this, bytes);
   if (b->host == nullptr || b->device == nullptr) {
     b.reset();  // releases the accounting
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "fpga:", index(), ": the host could not back a ",
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "fpga:", index_, ": the host could not back a ",
                      bytes, "-byte emulated device buffer");
   }
   return b;
@@ -115,8 +115,6 @@ std::string xclbin_of(const std::string& path) {
 void EmuDevice::load_image(const std::string& path) {
   // Kernels, arguments and CU counts come from the xclbin, as on an XRT device; the g++ image
   // it names supplies the code.
-  // Queued launches run kernels of the loaded image on the CU threads restarted below.
-  synchronize();
   const std::string given = path.find('/') == std::string::npos ? "./" + path : path;  // dlopen: not a search
   const std::string xclbin_path = xclbin_of(given);
   xclbin::Image xclbin;
@@ -231,7 +229,7 @@ void EmuDevice::launch(const KernelInfo& k, const KernelRuns& runs, const Kernel
     // then waited for it (80 us of nothing per launch, measured on 2 cores).
     cv_.notify_all();
   }
-  run_on_cu(k, 0, runs[0], passed[0]);  // CU 0 runs in this thread: the stream's worker
+  run_on_cu(k, 0, runs[0], passed[0]);  // CU 0 runs in this thread
   if (runs.size() > 1) {
     std::unique_lock<std::mutex> g(mu_);
     done_cv_.wait(g, [this] { return outstanding_ == 0; });

@@ -1,7 +1,6 @@
 // The software-emulated device: the generated HLS kernels compiled with g++ into a shared library
 // (the "image"), called in-process. Device memory is separate from the host shadow, as on a card,
-// so a missing sync is a wrong answer. Compute units are threads; each stream's queue (device.h)
-// drives them from its worker thread, which runs CU 0.
+// so a missing sync is a wrong answer. Compute units are threads.
 #pragma once
 
 #include <atomic>
@@ -44,6 +43,7 @@ class EmuDevice final : public Device {
   void start_cu_threads(int n);
   void stop_cu_threads();
 
+  int index_;
   size_t capacity_;
   std::atomic<size_t> used_{0};
   void* library_ = nullptr;

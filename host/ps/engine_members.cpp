@@ -45,36 +45,26 @@ void add_members(const xclbin::Image& image, const std::string& path,
   }
 }
 
-Fence Device::run(const KernelInfo& k, const KernelRuns& runs, StreamQueue& q,
-                  std::shared_ptr<std::atomic<int64_t>> time) {
-  QueueItem item;
-  item.name = &k.name;
-  item.time = std::move(time);
-  if (k.engine == nullptr) {
-    item.kernel = &k;
-    item.runs = runs;
-  } else {
-    const KernelInfo& engine = *k.engine;
-    item.kernel = &engine;
-    item.passed = runs;
-    item.runs.resize(runs.size());
-    for (size_t u = 0; u < runs.size(); ++u) {
-      const std::vector<KernelArg>& args = runs[u];
-      TORCH_CHECK(args.size() == k.args.size(), k.name, " takes ", k.args.size(), " arguments, got ", args.size());
-      // Engine buffers the member leaves unused get one of its buffers (from its start: on XRT an
-      // offset would cost a sub-buffer): the engine never touches them, but XRT needs a buffer in
-      // every buffer argument. Unused scalars are 0.
-      const KernelArg spare{k.spare_buffer >= 0 ? args[k.spare_buffer].buffer : nullptr, 0, 0};
-      std::vector<KernelArg>& out = item.runs[u];
-      out.assign(engine.args.size(), KernelArg{});  // unused scalars 0
-      for (int e : k.unused_buffers) out[e] = spare;
-      out[k.opcode_slot].bits = k.opcode;
-      for (size_t i = 0; i < args.size(); ++i) out[k.slots[i]] = args[i];
-    }
+void Device::run(const KernelInfo& k, const KernelRuns& runs) {
+  if (k.engine == nullptr) return launch(k, runs, runs);
+  const KernelInfo& engine = *k.engine;
+  // Reused by every launch of this thread (a device run never nests): once grown, allocates nothing.
+  thread_local KernelRuns engine_runs;
+  engine_runs.resize(runs.size());
+  for (size_t u = 0; u < runs.size(); ++u) {
+    const std::vector<KernelArg>& args = runs[u];
+    TORCH_CHECK(args.size() == k.args.size(), k.name, " takes ", k.args.size(), " arguments, got ", args.size());
+    // Engine buffers the member leaves unused get one of its buffers (from its start: on XRT an
+    // offset would cost a sub-buffer): the engine never touches them, but XRT needs a buffer in
+    // every buffer argument. Unused scalars are 0.
+    const KernelArg spare{k.spare_buffer >= 0 ? args[k.spare_buffer].buffer : nullptr, 0, 0};
+    std::vector<KernelArg>& out = engine_runs[u];
+    out.assign(engine.args.size(), KernelArg{});  // unused scalars 0
+    for (int e : k.unused_buffers) out[e] = spare;
+    out[k.opcode_slot].bits = k.opcode;
+    for (size_t i = 0; i < args.size(); ++i) out[k.slots[i]] = args[i];
   }
-  const Fence f = q.push(std::move(item));
-  if (launch_blocking()) wait(f);  // raises the launch's own error here
-  return f;
+  launch(engine, engine_runs, runs);
 }
 
 }  // namespace aten_fpga

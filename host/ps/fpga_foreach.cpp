@@ -120,23 +120,7 @@ void multi_apply(const KernelRef& kernel, std::initializer_list<at::TensorList> 
     for (Allocation* b : base) args.buffer(b, 0);
     args.size(r.size());
   }
-  // The kernel reaches every tensor through its port's base address, not only the bases it is
-  // passed: each allocation is in use until the launch completes, and ordered on its stream.
-  StreamQueue& queue = dev.current_queue();
-  if (kSanitize) {
-    for (at::TensorList l : ports) {
-      for (const at::Tensor& x : l) {
-        if (Allocation* a = allocation_of(x)) check_stream_order(a, queue, std::string("kernel ") + kernel.name);
-      }
-    }
-  }
   launch.run();
-  const Fence queued{&queue, queue.issued()};  // this launch, or later work on its stream
-  for (at::TensorList l : ports) {
-    for (const at::Tensor& x : l) {
-      if (Allocation* a = allocation_of(x)) use_on_device(a, queued);
-    }
-  }
   for (at::TensorList l : outs) {
     for (const at::Tensor& x : l) mark_device_written(allocation_of(x));
   }

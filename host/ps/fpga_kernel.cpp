@@ -140,7 +140,6 @@ Port scalar_port(const at::TensorIteratorBase& iter, int arg, at::ScalarType dty
   const at::Tensor& value = iter.tensor(arg);
   void* device_mem = p.alloc->device->device_address(*p.alloc->buffer);
   void* dst = device_mem ? device_mem : p.alloc->buffer->host;
-  if (device_mem) wait_for_device_uses(p.alloc);  // a reused block: queued work may still use it
   const int64_t n = iter.numel();
   AT_DISPATCH_V2(dtype, "fpga_scalar_fill", AT_WRAP([&] {
     std::fill_n(static_cast<scalar_t*>(dst), n, c10::fetch_and_cast<scalar_t>(value.scalar_type(), value.const_data_ptr()));

@@ -1,9 +1,10 @@
 // The device guard for PrivateUse1: which fpga device is current, per thread, and streams and
 // events (torch.fpga.Stream / Event, torch.Stream(device="fpga"), torch.accelerator).
 //
-// A stream is a queue of device work (device.h): launches issued under it run in order, after the
-// host returned. An event's record queues a marker, which takes the time the stream reaches it (so
-// elapsed_time is device time); its wait queues a wait for that marker on another stream.
+// Every launch completes before its op returns (Device::run waits for its compute units), so the
+// host's own order orders all work, across streams too: a stream is a name (an id per device, the
+// current one per thread), an event a timestamp taken when it is recorded -- after all the work
+// the host issued before it -- and waiting for a stream or an event has nothing left to wait for.
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -11,31 +12,22 @@
 #include <array>
 #include <atomic>
 
-#include "allocator.h"
 #include "runtime.h"
 
 namespace aten_fpga {
-
-void give_back(void* ctx);  // allocator.cpp: the deleter of its DataPtrs
-
 namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
 // Each thread's current stream per device (0: the default stream).
-c10::StreamId& current_id(c10::DeviceIndex d) {
+c10::StreamId& current_stream_id(c10::DeviceIndex d) {
   thread_local std::array<c10::StreamId, 128> current{};  // DeviceIndex is 8 bits
   return current[static_cast<uint8_t>(d)];
 }
 
-StreamQueue& queue_of(const c10::Stream& s) { return device(s.device_index()).queue(s.id()); }
-
 struct Event {
-  Fence fence;  // the marker
-  std::shared_ptr<std::atomic<int64_t>> time;  // when the stream reached it (0: not yet)
-  StreamClock clock;  // what the stream was ordered after there (the sanitizer's)
+  int64_t recorded_ns = 0;  // 0: never recorded
   c10::DeviceIndex device = 0;
-  bool recorded = false;
 };
 
 struct FpgaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -67,7 +59,7 @@ struct FpgaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static c10::Device resolved(c10::Device d) { return d.has_index() ? d : c10::Device(kType, current_device()); }
   c10::Stream getStream(c10::Device d) const override {
     d = resolved(d);
-    return c10::Stream(c10::Stream::UNSAFE, d, current_id(d.index()));
+    return c10::Stream(c10::Stream::UNSAFE, d, current_stream_id(d.index()));
   }
   c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, resolved(d)); }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
@@ -78,22 +70,14 @@ struct FpgaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return getNewStream(d, 0);
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
-    c10::StreamId& id = current_id(s.device_index());
+    c10::StreamId& id = current_stream_id(s.device_index());
     const c10::Stream old(c10::Stream::UNSAFE, s.device(), id);
     id = s.id();
     return old;
   }
-  bool queryStream(const c10::Stream& s) const override {
-    const StreamQueue& q = queue_of(s);
-    return q.completed() == q.issued();
-  }
-  void synchronizeStream(const c10::Stream& s) const override {
-    StreamQueue& q = queue_of(s);
-    device(s.device_index()).wait({&q, q.issued()});
-  }
-  void synchronizeDevice(const c10::DeviceIndex index) const override {
-    device(index < 0 ? current_device() : index).synchronize();
-  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
 
   // --- events ---
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -102,71 +86,34 @@ struct FpgaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 " recorded on a stream of fpga:", stream.device_index(), "; record it on a stream of its own device");
     if (*event == nullptr) *event = new Event();
     auto* e = static_cast<Event*>(*event);
-    QueueItem marker;
-    marker.kind = QueueItem::Kind::kMarker;
-    marker.time = std::make_shared<std::atomic<int64_t>>(0);
-    e->time = marker.time;
-    e->fence = queue_of(stream).push(std::move(marker));
-    e->clock = device(stream.device_index()).clock_at(e->fence);
+    e->recorded_ns = now_ns();
     e->device = stream.device_index();
-    e->recorded = true;
   }
-  void block(void* event, const c10::Stream& stream) const override {
-    const auto* e = static_cast<const Event*>(event);
-    if (e == nullptr || !e->recorded) return;  // as CUDA: waiting for an unrecorded event is a no-op
-    StreamQueue& q = queue_of(stream);
-    if (e->fence.queue != &q) {
-      QueueItem wait;
-      wait.kind = QueueItem::Kind::kWait;
-      wait.after = e->fence;
-      q.push(std::move(wait));
-    }
-    device(stream.device_index()).merge_clock(q, e->clock);
-  }
-  bool queryEvent(void* event) const override {
-    const auto* e = static_cast<const Event*>(event);
-    return e == nullptr || !e->recorded || e->fence.done();
-  }
-  void synchronizeEvent(void* event) const override {
-    const auto* e = static_cast<const Event*>(event);
-    if (e != nullptr && e->recorded) device(e->device).wait(e->fence);
-  }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void synchronizeEvent(void*) const override {}
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<Event*>(event); }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     const auto* a = static_cast<const Event*>(start);
     const auto* b = static_cast<const Event*>(end);
-    TORCH_CHECK(a != nullptr && b != nullptr && a->recorded && b->recorded,
+    TORCH_CHECK(a != nullptr && b != nullptr && a->recorded_ns != 0 && b->recorded_ns != 0,
                 "elapsed_time: both events must be recorded first (event.record())");
-    device(a->device).wait(a->fence);  // their times are the device's: taken when it reached them
-    device(b->device).wait(b->fence);
-    return static_cast<double>(b->time->load() - a->time->load()) / 1e6;
+    return static_cast<double>(b->recorded_ns - a->recorded_ns) / 1e6;
   }
-  // The block must not be reused until the stream's work queued so far completes (the caching
-  // allocator waits for its uses; launches record theirs themselves).
-  void recordDataPtrOnStream(const c10::DataPtr& p, const c10::Stream& s) const override {
-    if (p.get_deleter() != &give_back) return;
-    StreamQueue& q = queue_of(s);
-    use_on_device(static_cast<Allocation*>(p.get_context()), {&q, q.issued()});
-  }
+  // A freed block is never in use by a kernel still running (launches complete before their op
+  // returns), so tensors used on another stream need no record.
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, FpgaGuardImpl);
 
-// tensor.record_stream(s): the block stays in use until s's work queued so far completes (without
-// this it would reach the CPU fallback).
+// tensor.record_stream(s): nothing to record (above); without this it would reach the CPU fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", [](at::Tensor& self, c10::Stream s) {
     TORCH_CHECK(s.device_type() == kType && s.device_index() == self.device().index(), "record_stream: ", self.device(),
                 " tensor recorded on a stream of ", s.device());
-    if (Allocation* a = allocation_of(self)) {
-      StreamQueue& q = queue_of(s);
-      use_on_device(a, {&q, q.issued()});
-    }
   });
 }
 
 }  // namespace
-
-int64_t current_stream_id(int index) { return current_id(static_cast<c10::DeviceIndex>(index)); }
-
 }  // namespace aten_fpga

@@ -170,14 +170,7 @@ void KernelLaunch::run() {
   }
   int64_t bytes = 0;
   for (const BufferSpan& s : spans_) bytes += static_cast<int64_t>(s.end > s.begin ? s.end - s.begin : 0);
-  StreamQueue& queue = device_->current_queue();
-  if (kSanitize) {
-    for (const BufferSpan& s : spans_) check_stream_order(s.alloc, queue, "kernel " + info_->name);
-  }
-  Fence queued;
-  // The launch's device time, for its op's fpga_ns when it completes (stats.h); when the host waits
-  // for it, the host's time is the launch's.
-  LaunchTime time = launch_blocking() ? nullptr : std::make_shared<std::atomic<int64_t>>(-1);
+  spans_.clear();
   const int64_t work = launch_work(*info_, sizes_, units_);
   // The launch as a named range in torch.profiler (nothing to make when no profiler is active),
   // carrying its projected seconds on a card (projection.h) as keyword inputs (record_shapes=True).
@@ -189,18 +182,15 @@ void KernelLaunch::run() {
     } else {
       range.before(std::string_view(info_->name));
     }
-    queued = device_->run(*info_, runs, queue, time);
+    device_->run(*info_, runs);
   } else {
-    queued = device_->run(*info_, runs, queue, time);
+    device_->run(*info_, runs);
   }
-  // The block of each buffer stays in use until the launch completes (allocator.h).
-  for (const BufferSpan& s : spans_) use_on_device(s.alloc, queued);
-  spans_.clear();
   if (C10_UNLIKELY(record_sizes())) {
     LaunchSizes sizes = launch_sizes(*info_, sizes_);
-    record_launch(info_->name, bytes, work, &sizes, std::move(time));
+    record_launch(info_->name, bytes, work, &sizes);
   } else {
-    record_launch(info_->name, bytes, work, nullptr, std::move(time));
+    record_launch(info_->name, bytes, work);
   }
   sizes_.clear();
   booking_.done();

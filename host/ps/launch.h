@@ -6,16 +6,15 @@
 //     run(), to the ATen op whose wrapper counts the run;
 //   - splits the work over the compute units the image reports;
 //   - packs each unit's arguments, checking them against the kernel's metadata;
-//   - queues the units' runs on the thread's current stream (device.h: the host returns at once,
-//     the device runs them concurrently) inside a profiler range named after the kernel, and
-//     counts the launch (per op, and per kernel in report()).
+//   - runs the units concurrently inside a profiler range named after the kernel, and counts the
+//     launch (per op, and per kernel in report()).
 //
 //   KernelLaunch launch(kernel, dtype, where);   // before preparing operands: their copies count
 //   ... make operands unit-stride on the device, sync_to_device / prepare_device_write ...
 //   for (const CuRange& r : launch.split(n, lanes))
 //     launch.add_run().buffer(in, in_off + r.begin * esize).buffer(out, out_off + r.begin * esize)
 //                     .scalar(alpha).size(r.size());
-//   launch.run();                                  // queued; then mark outputs written
+//   launch.run();                                  // then mark outputs written
 #pragma once
 
 #include <ATen/core/ScalarType.h>
@@ -106,8 +105,7 @@ class KernelLaunch {
   // The next compute unit's arguments (units are numbered in the order they are added).
   RunArgs add_run();
 
-  // Queues every unit added, to run concurrently; the host does not wait (reading the outputs
-  // does). Counts the launch for the op.
+  // Runs every unit added, concurrently, and waits. Counts the launch for the op.
   void run();
 
  private:

@@ -138,22 +138,5 @@ PYBIND11_MODULE(_C, m) {
     aten_fpga::empty_cache();
     aten_fpga::empty_pinned_cache();
   }, "free the cached blocks of device memory and of pinned host memory");
-  m.def("synchronize", [](int i) { aten_fpga::device(i).synchronize(); }, py::arg("device") = 0,
-        py::call_guard<py::gil_scoped_release>(),
-        "wait for the work queued on every stream of the device; raises the first error a queued item met");
-  m.def("launch_blocking", &aten_fpga::launch_blocking, "whether ATEN_FPGA_LAUNCH_BLOCKING=1 makes launches wait");
-  m.def("set_device_trace", [](bool on, int i) { aten_fpga::device(i).set_trace(on); }, py::arg("on"),
-        py::arg("device") = 0, "record every launch and device-side copy in the device trace");
-  m.def("device_trace", [](int i) {
-    py::list out;
-    for (const auto& e : aten_fpga::device(i).take_trace()) {
-      out.append(py::make_tuple(e.stream, std::string(1, e.kind), e.name, e.start_ns, e.end_ns));
-    }
-    return out;
-  }, py::arg("device") = 0, "the trace since the last call (after synchronizing): [(stream, 'k' or 'c', name, start_ns, end_ns)]");
-  m.def("inject_launch_fault", [](std::string message, int after, int i) {
-    aten_fpga::device(i).inject_launch_fault(std::move(message), after);
-  }, py::arg("message"), py::arg("after") = 0, py::arg("device") = 0,
-     "a test hook: the launch the device runs after the next `after` fails with `message`");
   aten_fpga::register_fused(m);
 }

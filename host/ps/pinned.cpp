@@ -2,7 +2,6 @@
 
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,13 +14,6 @@ namespace {
 struct Block {
   std::unique_ptr<Buffer> buffer;
   Device* device;
-  std::vector<Fence> uses;  // queued copies from or into it (under the pool's lock)
-
-  // Wait for them: the block is handed out again, or freed.
-  void wait_uses() {
-    for (const Fence& f : uses) device->wait_nothrow(f);
-    uses.clear();
-  }
 };
 
 // Freed blocks are kept and handed out again (a DataLoader pins every batch, of the same sizes):
@@ -36,7 +28,6 @@ class PinnedPool {
       Block* b = it->second;
       free_.erase(it);
       live_.emplace(reinterpret_cast<uintptr_t>(b->buffer->host), b);
-      b->wait_uses();
       return b;
     }
     return nullptr;
@@ -59,19 +50,13 @@ class PinnedPool {
   PinnedRef find(const void* p) {
     const auto address = reinterpret_cast<uintptr_t>(p);
     std::lock_guard<std::mutex> g(mu_);
-    const Block* b = find_locked(address);
-    if (b == nullptr) return {};
-    return {b->buffer.get(), b->device, address - reinterpret_cast<uintptr_t>(b->buffer->host),
-            b->buffer->bytes - (address - reinterpret_cast<uintptr_t>(b->buffer->host))};
-  }
-
-  void use(const void* p, const Fence& f) {
-    std::lock_guard<std::mutex> g(mu_);
-    if (Block* b = find_locked(reinterpret_cast<uintptr_t>(p))) {
-      b->uses.erase(std::remove_if(b->uses.begin(), b->uses.end(), [](const Fence& u) { return u.done(); }),
-                    b->uses.end());
-      b->uses.push_back(f);
-    }
+    auto it = live_.upper_bound(address);
+    if (it == live_.begin()) return {};
+    --it;
+    const Block* b = it->second;
+    const size_t offset = address - it->first;
+    if (offset >= b->buffer->bytes) return {};
+    return {b->buffer.get(), b->device, offset, b->buffer->bytes - offset};
   }
 
   void release_all() {
@@ -80,22 +65,10 @@ class PinnedPool {
       std::lock_guard<std::mutex> g(mu_);
       victims.swap(free_);
     }
-    for (auto& kv : victims) {
-      kv.second->wait_uses();
-      delete kv.second;
-    }
+    for (auto& kv : victims) delete kv.second;
   }
 
  private:
-  // The live block that holds `address` (callers hold mu_).
-  Block* find_locked(uintptr_t address) {
-    auto it = live_.upper_bound(address);
-    if (it == live_.begin()) return nullptr;
-    --it;
-    Block* b = it->second;
-    return address - it->first < b->buffer->bytes ? b : nullptr;
-  }
-
   std::mutex mu_;
   std::map<uintptr_t, Block*> live_;  // by host address
   std::multimap<size_t, Block*> free_;  // by size
@@ -128,8 +101,6 @@ class PinnedAllocator final : public c10::Allocator {
 }  // namespace
 
 PinnedRef find_pinned(const void* p) { return pool().find(p); }
-
-void use_pinned(const void* p, const Fence& f) { pool().use(p, f); }
 
 c10::Allocator* pinned_allocator() {
   static PinnedAllocator allocator;

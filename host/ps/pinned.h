@@ -18,9 +18,6 @@ struct PinnedRef {
   size_t size = 0;  // bytes of the buffer from p on
 };
 PinnedRef find_pinned(const void* p);
-// A queued copy `f` reads or writes the pinned memory at `p`: its block is not handed out again, or
-// freed, before `f` completes.
-void use_pinned(const void* p, const Fence& f);
 
 c10::Allocator* pinned_allocator();
 // Free the cached blocks of pinned memory (torch.fpga.empty_cache()).

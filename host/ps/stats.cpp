@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -24,7 +23,6 @@ struct ThreadAccount {
   c10::SmallVector<int64_t, 4> pending_work;   // per pending launch: its work (launch_work)
   std::vector<std::pair<size_t, LaunchSizes>> pending_sizes;  // (launch index, sizes) while recorded
   c10::SmallVector<const std::string*, 4> pending_launches;  // kernel names
-  c10::SmallVector<LaunchTime, 4> pending_times;  // per pending launch: its device time's cell
   int64_t epoch = 0;  // launches so far
   // The counters (OpStats::kernels values) this thread last booked launches to, by op and kernel
   // name (the image's string: its address identifies it while that image is loaded), so a booking
@@ -62,31 +60,6 @@ KernelCounts& kernel_count(ThreadAccount& a, OpStats& s, const std::string* kern
   KernelCounts& count = s.kernels.try_emplace(*kernel).first->second;
   a.slots[a.next_slot++ % 8] = {&s, kernel, generation, &count};
   return count;
-}
-
-// Device times of launches booked before they completed, in booking order (about the order they
-// complete in): each is added to its op's fpga_ns once complete, at a later booking or snapshot.
-std::mutex unsettled_mu;
-std::deque<std::pair<OpStats*, LaunchTime>> unsettled;
-
-// Add the complete times at the front (all of them: `all`, after a synchronization). Callers hold
-// unsettled_mu.
-void settle_locked(bool all) {
-  while (!unsettled.empty()) {
-    const int64_t ns = unsettled.front().second->load(std::memory_order_acquire);
-    if (ns < 0 && !all) break;
-    if (ns > 0) unsettled.front().first->fpga_ns.fetch_add(ns, std::memory_order_relaxed);
-    unsettled.pop_front();
-  }
-}
-
-// The device times of launches [first, end) of `a`, booked to `op`.
-void book_times(OpStats& op, const ThreadAccount& a, size_t first) {
-  std::lock_guard<std::mutex> g(unsettled_mu);
-  for (size_t i = first; i < a.pending_times.size(); ++i) {
-    if (a.pending_times[i]) unsettled.emplace_back(&op, a.pending_times[i]);
-  }
-  settle_locked(false);
 }
 
 // The syncs of a kernel that failed midway, and any outside every op, still count somewhere.
@@ -129,7 +102,6 @@ void RunCounter::book_pending(ThreadAccount& a, size_t first_launch) {
     bytes += a.pending_bytes[i];
   }
   owner_->kernel_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  book_times(*owner_, a, first_launch);
   // The recorded sizes of the launches booked (they are in launch order).
   auto first = std::find_if(a.pending_sizes.begin(), a.pending_sizes.end(),
                             [&](const auto& p) { return p.first >= first_launch; });
@@ -143,26 +115,12 @@ void RunCounter::book_pending(ThreadAccount& a, size_t first_launch) {
   a.pending_launches.resize(first_launch);
   a.pending_bytes.resize(first_launch);
   a.pending_work.resize(first_launch);
-  a.pending_times.resize(first_launch);
 }
 
 void RunCounter::add_run(LaunchMark since) {
   ThreadAccount& a = account();
   book_pending(a, std::min(since.pending, a.pending_launches.size()));
   if (a.epoch > since.epoch) n_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void RunBooking::add_run() {
-  op_.fpga_runs.add_run(since_);
-  done_ = true;
-}
-
-RunBooking::~RunBooking() {
-  if (done_) return;
-  // The op threw (or fell back): what it launched ran all the same, and is booked to it now rather
-  // than left pending on the thread, where the kernel names it holds may outlive their image.
-  ThreadAccount& a = account();
-  op_.fpga_runs.book_pending(a, std::min(since_.pending, a.pending_launches.size()));
 }
 
 LaunchMark launch_mark() {
@@ -212,18 +170,17 @@ KernelBooking::~KernelBooking() {
   if (done_ || moved) a.pending_ns += now_ns() - start_ns_;
   if (!done_ && moved) {
     // No kernel ran (it was unavailable, the op was empty, or it failed): its syncs happened all
-    // the same and count somewhere. Launches stay pending: the enclosing op's booking takes them.
-    unattributed().fpga_runs.book_pending(a, a.pending_launches.size());
+    // the same and count somewhere.
+    unattributed().fpga_runs.book_pending(a);
   }
 }
 
-void record_launch(const std::string& kernel, int64_t bytes, int64_t work, LaunchSizes* sizes, LaunchTime time) {
+void record_launch(const std::string& kernel, int64_t bytes, int64_t work, LaunchSizes* sizes) {
   ThreadAccount& a = account();
   if (sizes != nullptr) a.pending_sizes.emplace_back(a.pending_launches.size(), std::move(*sizes));
   a.pending_launches.push_back(&kernel);
   a.pending_bytes.push_back(bytes);
   a.pending_work.push_back(work);
-  a.pending_times.push_back(std::move(time));
   a.epoch += 1;
 }
 
@@ -238,13 +195,6 @@ void record_sync(bool to_device, int64_t bytes) {
 }
 
 std::map<std::string, OpCounts> stats_snapshot() {
-  // Launches are booked when they are queued; the snapshot is taken once they completed, so that it
-  // and the CU activity it is read with describe the same work.
-  for (int i = 0; i < device_count(); ++i) device(i).synchronize_nothrow();
-  {
-    std::lock_guard<std::mutex> u(unsettled_mu);
-    settle_locked(true);
-  }
   std::lock_guard<std::mutex> g(mu);
   std::map<std::string, OpCounts> out;
   for (const auto& [name, s] : table()) {
@@ -268,10 +218,6 @@ std::map<std::string, OpCounts> stats_snapshot() {
 }
 
 void reset_stats() {
-  {
-    std::lock_guard<std::mutex> u(unsettled_mu);
-    unsettled.clear();  // launches queued before: their device time is not the new count's
-  }
   std::lock_guard<std::mutex> g(mu);
   for (auto& kv : table()) {
     OpStats& s = *kv.second;

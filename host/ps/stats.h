@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -70,9 +69,7 @@ struct OpStats {
   std::atomic<int64_t> cpu_fallbacks{0};
   std::atomic<int64_t> bytes_to_device{0};
   std::atomic<int64_t> bytes_to_host{0};
-  // Time in fpga_kernel (syncs, device-side copies, queueing) and, once they complete, the device
-  // time of its launches (with LAUNCH_BLOCKING the host's wait is that time).
-  std::atomic<int64_t> fpga_ns{0};
+  std::atomic<int64_t> fpga_ns{0};  // time in fpga_kernel (syncs, device-side copies, the runs)
   std::atomic<int64_t> cpu_ns{0};   // time in the CPU fallback, its copies included
   std::atomic<int64_t> launches{0};  // kernel launches (one per KernelLaunch::run, all CUs)
   std::atomic<int64_t> kernel_bytes{0};  // device memory the launches' buffer arguments span
@@ -114,34 +111,13 @@ class KernelBooking {
   bool done_ = false;
   int64_t start_ns_ = 0;
 };
-// The generated wrapper's booking of one op's run (wrapper.h): made when the op begins; add_run()
-// when it returns counts the run. An op that throws after launching still books its launches (not
-// as a run) when this goes, so that no launch stays pending on the thread past its op.
-class RunBooking {
- public:
-  explicit RunBooking(OpStats& op) : op_(op), since_(launch_mark()) {}
-  ~RunBooking();
-  void add_run();
-  RunBooking(const RunBooking&) = delete;
-  RunBooking& operator=(const RunBooking&) = delete;
-
- private:
-  OpStats& op_;
-  const LaunchMark since_;
-  bool done_ = false;
-};
-
 // A sync between host shadow and device copy of `bytes`, booked to the thread's current op.
 void record_sync(bool to_device, int64_t bytes);
 // A kernel launch (KernelLaunch::run), booked to the op whose wrapper counts the run next on this
 // thread. `kernel` must stay valid until then (it is the image's kernel name). `bytes`: the device
 // memory its buffer arguments span (what it may read and write).
 // `work`: launch_work of its units' sizes; `sizes`: its size arguments, kept while sizes are recorded.
-// `time`: where its queue puts its device time (ns) when it completes (-1 until then; null when the
-// host waited for it: its time is then the host's).
-using LaunchTime = std::shared_ptr<std::atomic<int64_t>>;
-void record_launch(const std::string& kernel, int64_t bytes = 0, int64_t work = 0, LaunchSizes* sizes = nullptr,
-                   LaunchTime time = nullptr);
+void record_launch(const std::string& kernel, int64_t bytes = 0, int64_t work = 0, LaunchSizes* sizes = nullptr);
 
 // Which size arguments make a launch's work: per kernel, the first spec all of whose names it has,
 // the product over its CUs of those arguments' values ("2^x": 2 to the x), summed over its CUs;

@@ -22,14 +22,14 @@ namespace aten_fpga {
 template <class Op, class Run, class... Args>
 typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type run_or_fallback(
     OpStats& stats, Run&& run, Args&&... args) {
-  RunBooking booking(stats);
+  const LaunchMark since = launch_mark();
   try {
     if constexpr (std::is_void_v<decltype(run())>) {  // the in-place _foreach_* ops return nothing
       run();
-      booking.add_run();
+      stats.fpga_runs.add_run(since);
     } else {
       decltype(auto) result = run();
-      booking.add_run();
+      stats.fpga_runs.add_run(since);
       return result;
     }
   } catch (const KernelUnavailable&) {

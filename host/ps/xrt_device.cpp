@@ -33,7 +33,7 @@ struct XrtKernel {
 
 class XrtDevice final : public Device {
  public:
-  explicit XrtDevice(int index) : Device(index), index_(index) {
+  explicit XrtDevice(int index) : index_(index) {
     try {
       device_ = xrt::device(static_cast<unsigned int>(index));
     } catch (const std::exception& e) {
@@ -93,7 +93,6 @@ class XrtDevice final : public Device {
   void* device_address(Buffer&) override { return nullptr; }  // only kernels and DMA reach card memory
 
   void load_image(const std::string& path) override {
-    synchronize();  // queued launches name the loaded image's kernels
     std::unordered_map<std::string, KernelInfo> kernels;
     std::vector<std::unique_ptr<XrtKernel>> handles;
     int group = 0;

@@ -6,7 +6,10 @@ torch on the CPU, and its optimizer step alone (AdamW, foreach) with the multi-t
 Reports per step, for a training step without and with dropout (0.1) and for the optimizer step
 alone: wall time of each device and their ratio, kernel launches, CPU fallbacks and the bytes synced
 each way (what a card would move over PCIe), from aten_fpga.report(). The JSON adds, per row, the
-ops that fell back and the launches per op.
+ops that fell back and the launches per op. A second table projects each fpga step on a U250's
+default image (aten_fpga.projection.step_projection) with synchronous launches, as the emulator
+runs them, and with asynchronous ones: the host's own time is the step's less the kernels' (the
+emulator's launches wait for their kernels), the device's comes from the report's launches.
 """
 from __future__ import annotations
 
@@ -71,6 +74,8 @@ def measure(device: str, steps: int, optimizer_only: bool, dropout: float = 0.0)
         t = totals()
         row.update({k: v / steps if isinstance(v, int) else v for k, v in t.items()})
         row["launches_per_op"] = {op: n / steps for op, n in t["launches_per_op"].items()}
+        rows = aten_fpga.report()
+        row["report"], row["host_seconds"] = rows, seconds * steps - sum(r["fpga_seconds"] for r in rows.values())
     return row
 
 
@@ -83,7 +88,10 @@ def main() -> None:
                         "make the CPU's times meaningless)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    results, details = [], []
+    results, details, projected = [], [], []
+    from aten_fpga import projection
+
+    u250 = projection.image(4, projection.platform_of("u250"))
     for what, optimizer_only, dropout in (("training step", False, 0.0), ("training step, dropout 0.1", False, 0.1),
                                           ("AdamW step", True, 0.0)):
         cpu = measure("cpu", args.steps, optimizer_only, dropout)
@@ -93,13 +101,23 @@ def main() -> None:
                         "cpu_fallbacks": fpga["cpu_fallbacks"], "kb_to_device": fpga["bytes_to_device"] / 1e3,
                         "kb_to_host": fpga["bytes_to_host"] / 1e3})
         details.append({"what": what, "fallback_ops": fpga["fallback_ops"], "launches_per_op": fpga["launches_per_op"]})
+        step = projection.step_projection(fpga["report"], u250, fpga["host_seconds"])
+        projected.append({"what": what, "host_ms": step["host_seconds"] * 1e3 / args.steps,
+                          "device_busy_ms": step["device_busy_seconds"] * 1e3 / args.steps,
+                          "sync_ms": step["sync_seconds"] * 1e3 / args.steps,
+                          "async_ms": step["async_seconds"] * 1e3 / args.steps,
+                          "sync_idle": step["sync_device_idle"], "async_idle": step["async_device_idle"]})
     print(f"GPT-style model (tests/gpt_model.py), per step, image {os.path.basename(os.path.dirname(aten_fpga.image()))}")
     headers = list(results[0])
     print_table(headers, [[r[h] for h in headers] for r in results])
     for d in details:
         print(f"{d['what']}: ops falling back: {', '.join(d['fallback_ops']) or 'none'}")
+    print("\nProjected on a U250 (XCL_OPT 4, the default image), per step: launches waiting for their kernels "
+          "(sync) or queued (async)")
+    headers = list(projected[0])
+    print_table(headers, [[r[h] for h in headers] for r in projected])
     write_json(args.json, {"machine": machine(), "image": aten_fpga.image(), "steps": args.steps, "results": results,
-                           "details": details})
+                           "details": details, "u250_projection": projected})
 
 
 if __name__ == "__main__":

@@ -237,11 +237,9 @@ def _layout(t) -> tuple:
 
 
 def _gemm_port(t: torch.Tensor, mode: str, m: int, n: int, pitch: int) -> torch.Tensor:
-    """Input `t` of a fused GEMM as its port reads it: a full operand as rows of `pitch`, a row
-    (bias) with a readable last word, each a padded copy on the device unless `t` is laid out so
-    (`_gemm_in_place`)."""
-    if _gemm_in_place(t, mode, n, pitch):
-        return t
+    """Input `t` of a fused GEMM, not laid out as its port reads it (`_gemm_in_place`: the prepared
+    call decides once per layout), as a padded copy on the device: a full operand as rows of
+    `pitch`, a row (bias) with a readable last word."""
     if mode == "full" and pitch != n:
         padded = torch.empty((m, pitch), dtype=t.dtype, device=t.device)
         padded[:, :n].copy_(t.reshape(m, n))
